@@ -1,0 +1,86 @@
+package watchdog
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Match them with errors.Is; the verdict that fired a session
+// is a *VerdictError, read with errors.As.
+var (
+	// ErrWallClockExceeded is the cause of a session context cancelled
+	// because its window outran its wall-clock budget.
+	ErrWallClockExceeded = errors.New("watchdog: wall-clock budget exceeded")
+	// ErrSessionStopped is the cause of a session context cancelled because
+	// the session was stopped (Stop, or Run's function returned).
+	ErrSessionStopped = errors.New("watchdog: session stopped")
+	// ErrClosed is returned by calls on a closed Watchdog, and is the cause
+	// of every session context that Close cancelled.
+	ErrClosed = errors.New("watchdog: closed")
+	// ErrAlreadyWatched is returned by Start and Resume for a session id the
+	// Watchdog is already watching.
+	ErrAlreadyWatched = errors.New("watchdog: session already watched")
+	// ErrUnknownSession is returned by Resume for a session id the store has
+	// no event for.
+	ErrUnknownSession = errors.New("watchdog: unknown session")
+	// ErrInvalidPolicy wraps every Policy validation error.
+	ErrInvalidPolicy = errors.New("watchdog: invalid policy")
+	// ErrInvalidArgument wraps every other bad-input error (an empty session
+	// id, a zero start time, a nil context or function).
+	ErrInvalidArgument = errors.New("watchdog: invalid argument")
+	// ErrAlreadyDecided is returned by an EventStore's Append for a
+	// terminal event whose session window already has one: another
+	// Watchdog (or process) decided first. The Watchdog that gets it does not
+	// record or act twice.
+	ErrAlreadyDecided = errors.New("watchdog: window already decided")
+	// ErrInvalidEvent is returned by an EventStore's Append for an event it
+	// can never record (an empty id, aggregate or kind, a window below 1).
+	ErrInvalidEvent = errors.New("watchdog: invalid event")
+	// ErrNotRecorded is wrapped by Close's error when events could not be
+	// recorded before Close gave up; the error names each of them.
+	ErrNotRecorded = errors.New("watchdog: events not recorded")
+	// ErrNoSubscriber is returned by Follow when the store does not
+	// implement Subscriber.
+	ErrNoSubscriber = errors.New("watchdog: store does not implement Subscriber")
+)
+
+// VerdictError is the one typed error of the package: the verdict that ended
+// a session window. It is the context.Cause of the session's context, and
+// errors.Is matches it to the sentinel of its reason (ErrWallClockExceeded).
+type VerdictError struct {
+	SessionID string
+	Window    int
+	// Reason is the event's reason, for example "wall_clock_exceeded".
+	Reason string
+	// Elapsed is how long the window had run when the watchdog fired.
+	Elapsed time.Duration
+	// Budget is the window's wall-clock budget.
+	Budget time.Duration
+	// FiredAt is the instant of the fire, on the Watchdog's clock.
+	FiredAt time.Time
+}
+
+// Error implements error.
+func (e *VerdictError) Error() string {
+	return fmt.Sprintf("watchdog: session %q window %d: %s: elapsed %v > budget %v",
+		e.SessionID, e.Window, e.Reason, e.Elapsed, e.Budget)
+}
+
+// Unwrap returns the sentinel of the verdict's reason.
+func (e *VerdictError) Unwrap() error {
+	switch e.Reason {
+	case ReasonWallClockExceeded:
+		return ErrWallClockExceeded
+	}
+	return nil
+}
+
+// StopReasonCode returns the result envelope's code for the verdict.
+func (e *VerdictError) StopReasonCode() string {
+	switch e.Reason {
+	case ReasonWallClockExceeded:
+		return StopWallClockExceeded
+	}
+	return "watchdog_" + e.Reason
+}

@@ -1,0 +1,334 @@
+package watchdog
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// AggregateType is the aggregate_type of every event the Watchdog records.
+const AggregateType = "runtime_control"
+
+// Event kinds. They are part of the public contract: stores, projections and
+// post-mortem readers match on them.
+const (
+	// KindStart opens window 1 of a session (Start, Run).
+	KindStart = "runtime.watchdog.start"
+	// KindResume re-attaches a session to a Watchdog (Resume). It continues
+	// the last window, or opens the next one when the last window ended.
+	KindResume = "runtime.watchdog.resume"
+	// KindStop is a terminal event: the session ended its window itself
+	// (Stop, or Run's function returned).
+	KindStop = "runtime.watchdog.stop"
+	// KindCancel is a terminal event: the watchdog cancelled the window
+	// because its wall-clock budget ran out.
+	KindCancel = "runtime.watchdog.cancel"
+)
+
+// Event is one recorded fact about a session. It marshals to JSON with the
+// snake_case field names documented in the README; treat them as a public
+// contract. Times are UTC and marshal as RFC 3339 with nanoseconds.
+type Event struct {
+	// ID is unique per event; stores treat an Append of an ID they already
+	// hold as a no-op, which makes retries idempotent.
+	ID string `json:"event_id"`
+	// Seq is the store's position of the event, assigned by the store on
+	// Append (strictly increasing per store). Zero before it is recorded.
+	Seq uint64 `json:"seq,omitzero"`
+	// AggregateType is always AggregateType ("runtime_control").
+	AggregateType string `json:"aggregate_type"`
+	// AggregateID is the session id.
+	AggregateID string `json:"aggregate_id"`
+	// Kind is one of the Kind constants.
+	Kind string `json:"event_kind"`
+	// Window numbers the session's windows from 1; a resume after a
+	// terminal event opens the next window.
+	Window int `json:"window"`
+	// Reason is why a terminal event happened: "wall_clock_exceeded" for a
+	// cancel, the stop reason code for a stop. Empty otherwise.
+	Reason string `json:"reason,omitempty"`
+	// StopReasonCode is the result envelope's code for a terminal event
+	// (for example "watchdog_wall_clock_exceeded"). Empty otherwise.
+	StopReasonCode string `json:"stop_reason_code,omitempty"`
+	// SessionStartedAt is the session's original start; it never changes
+	// across windows, resumes or restarts.
+	SessionStartedAt time.Time `json:"session_started_at"`
+	// WindowStartedAt is when the event's window began.
+	WindowStartedAt time.Time `json:"window_started_at"`
+	// OccurredAt is when the event happened, on the Watchdog's clock.
+	OccurredAt time.Time `json:"occurred_at"`
+	// FiredAt is when the watchdog fired; set on cancel events only.
+	FiredAt time.Time `json:"fired_at,omitzero"`
+	// ElapsedSeconds is OccurredAt minus WindowStartedAt, in seconds.
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	// ConfiguredBudgetSeconds is the window's wall-clock budget in seconds.
+	ConfiguredBudgetSeconds float64 `json:"configured_budget_seconds"`
+}
+
+// Terminal reports whether e ends its window (a stop or a cancel). A store
+// holds at most one terminal event per session window.
+func (e Event) Terminal() bool { return e.Kind == KindStop || e.Kind == KindCancel }
+
+// validate reports what makes e unusable for a store.
+func (e Event) validate() error {
+	switch {
+	case e.ID == "":
+		return fmt.Errorf("%w: empty event_id", ErrInvalidEvent)
+	case e.AggregateID == "":
+		return fmt.Errorf("%w: event %s: empty aggregate_id", ErrInvalidEvent, e.ID)
+	case e.Kind == "":
+		return fmt.Errorf("%w: event %s: empty event_kind", ErrInvalidEvent, e.ID)
+	case e.Window < 1:
+		return fmt.Errorf("%w: event %s: window %d, want >= 1", ErrInvalidEvent, e.ID, e.Window)
+	}
+	return nil
+}
+
+// EventStore records events. Implementations must be safe for concurrent use.
+//
+// Append records events atomically, in order: all of them or none. An event
+// whose ID the store already holds is skipped (idempotent retry). A terminal
+// event (see Event.Terminal) for a session window that already has a
+// different terminal event must be refused with an error wrapping
+// ErrAlreadyDecided: this is how exactly one cancel per window holds across
+// Watchdog instances and processes. An invalid event is refused with an
+// error wrapping ErrInvalidEvent.
+//
+// Load returns every event of one aggregate (session) in append order, or an
+// empty slice when there is none.
+type EventStore interface {
+	Append(ctx context.Context, events ...Event) error
+	Load(ctx context.Context, aggregateID string) ([]Event, error)
+}
+
+// Subscriber is an optional interface of an EventStore: Subscribe delivers,
+// in order, every event appended for aggregateID after Subscribe returns,
+// until ctx ends; then the channel is closed. A slow reader never blocks
+// Append. Follow uses it for cooperative cancellation across components.
+type Subscriber interface {
+	Subscribe(ctx context.Context, aggregateID string) (<-chan Event, error)
+}
+
+type windowKey struct {
+	id     string
+	window int
+}
+
+// MemoryStore is the embedded default EventStore: events live in memory, in
+// append order. It implements Subscriber. Its zero value is not usable; call
+// NewMemoryStore. All methods are safe for concurrent use.
+type MemoryStore struct {
+	mu       sync.Mutex
+	seq      uint64
+	events   map[string][]Event
+	ids      map[string]struct{}
+	terminal map[windowKey]string // event id of the window's terminal event
+	subs     map[string]map[*memSub]struct{}
+}
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{
+		events:   make(map[string][]Event),
+		ids:      make(map[string]struct{}),
+		terminal: make(map[windowKey]string),
+		subs:     make(map[string]map[*memSub]struct{}),
+	}
+}
+
+// Append implements EventStore.
+func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, e := range events {
+		if err := e.validate(); err != nil {
+			return err
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// Check the whole batch first so that a refusal appends nothing.
+	batch := make(map[windowKey]string)
+	for _, e := range events {
+		if _, dup := m.ids[e.ID]; dup || !e.Terminal() {
+			continue
+		}
+		k := windowKey{e.AggregateID, e.Window}
+		if prev, ok := m.terminal[k]; ok {
+			return fmt.Errorf("%w: session %q window %d already ended by event %s", ErrAlreadyDecided, e.AggregateID, e.Window, prev)
+		}
+		if prev, ok := batch[k]; ok && prev != e.ID {
+			return fmt.Errorf("%w: session %q window %d has two terminal events in one batch", ErrAlreadyDecided, e.AggregateID, e.Window)
+		}
+		batch[k] = e.ID
+	}
+	for _, e := range events {
+		if _, dup := m.ids[e.ID]; dup {
+			continue
+		}
+		m.seq++
+		e.Seq = m.seq
+		m.ids[e.ID] = struct{}{}
+		m.events[e.AggregateID] = append(m.events[e.AggregateID], e)
+		if e.Terminal() {
+			m.terminal[windowKey{e.AggregateID, e.Window}] = e.ID
+		}
+		for s := range m.subs[e.AggregateID] {
+			s.push(e)
+		}
+	}
+	return nil
+}
+
+// Load implements EventStore. The returned slice is the caller's.
+func (m *MemoryStore) Load(ctx context.Context, aggregateID string) ([]Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Event(nil), m.events[aggregateID]...), nil
+}
+
+// Subscribe implements Subscriber. Each subscription runs one goroutine that
+// ends, and closes the channel, when ctx ends.
+func (m *MemoryStore) Subscribe(ctx context.Context, aggregateID string) (<-chan Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s := &memSub{signal: make(chan struct{}, 1), out: make(chan Event)}
+	m.mu.Lock()
+	if m.subs[aggregateID] == nil {
+		m.subs[aggregateID] = make(map[*memSub]struct{})
+	}
+	m.subs[aggregateID][s] = struct{}{}
+	m.mu.Unlock()
+	go func() {
+		defer close(s.out)
+		defer func() {
+			m.mu.Lock()
+			delete(m.subs[aggregateID], s)
+			if len(m.subs[aggregateID]) == 0 {
+				delete(m.subs, aggregateID)
+			}
+			m.mu.Unlock()
+		}()
+		s.forward(ctx)
+	}()
+	return s.out, nil
+}
+
+// memSub is one subscription: an unbounded queue drained by its goroutine, so
+// Append never waits for a reader.
+type memSub struct {
+	mu     sync.Mutex
+	queue  []Event
+	signal chan struct{}
+	out    chan Event
+}
+
+func (s *memSub) push(e Event) {
+	s.mu.Lock()
+	s.queue = append(s.queue, e)
+	s.mu.Unlock()
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (s *memSub) forward(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.signal:
+		}
+		s.mu.Lock()
+		q := s.queue
+		s.queue = nil
+		s.mu.Unlock()
+		for _, e := range q {
+			select {
+			case s.out <- e:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// Follow returns a context derived from parent that is cancelled when a
+// terminal event is recorded for the session's current window (the latest
+// window in the store when Follow is called), including one recorded before
+// Follow was called. Its cause is a *VerdictError for a cancel (so
+// errors.Is(context.Cause(ctx), ErrWallClockExceeded) holds) and
+// ErrSessionStopped for a stop. It lets a component that did not start the
+// watch exit cleanly when the watchdog fires (cooperative cancellation).
+//
+// store must implement Subscriber, or Follow returns ErrNoSubscriber. Call
+// the returned CancelFunc when done: it ends the subscription and its
+// goroutine.
+func Follow(parent context.Context, store EventStore, sessionID string) (context.Context, context.CancelFunc, error) {
+	if parent == nil {
+		return nil, nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if sessionID == "" {
+		return nil, nil, fmt.Errorf("%w: empty session id", ErrInvalidArgument)
+	}
+	sub, ok := store.(Subscriber)
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: %T", ErrNoSubscriber, store)
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	stop := func() { cancel(context.Canceled) }
+	ch, err := sub.Subscribe(ctx, sessionID)
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("watchdog: follow %q: subscribe: %w", sessionID, err)
+	}
+	evs, err := store.Load(ctx, sessionID)
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("watchdog: follow %q: load: %w", sessionID, err)
+	}
+	window := 1
+	for _, e := range evs {
+		window = max(window, e.Window)
+	}
+	for _, e := range evs {
+		if e.Window == window && e.Terminal() {
+			cancel(causeOf(e))
+		}
+	}
+	go func() {
+		for e := range ch {
+			if e.Terminal() && e.Window >= window {
+				cancel(causeOf(e))
+			}
+		}
+	}()
+	return ctx, stop, nil
+}
+
+// causeOf is the context cause a terminal event stands for.
+func causeOf(e Event) error {
+	if e.Kind == KindCancel {
+		return &VerdictError{
+			SessionID: e.AggregateID,
+			Window:    e.Window,
+			Reason:    e.Reason,
+			Elapsed:   time.Duration(e.ElapsedSeconds * float64(time.Second)),
+			Budget:    time.Duration(e.ConfiguredBudgetSeconds * float64(time.Second)),
+			FiredAt:   e.FiredAt,
+		}
+	}
+	return ErrSessionStopped
+}
+
+var _ interface {
+	EventStore
+	Subscriber
+} = (*MemoryStore)(nil)

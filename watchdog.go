@@ -1,0 +1,555 @@
+package watchdog
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"go.uber.org/zap"
+
+	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/sched"
+)
+
+// ReasonWallClockExceeded is the reason recorded on a cancel event whose
+// window outran its wall-clock budget.
+const ReasonWallClockExceeded = decide.ReasonWallClockExceeded
+
+// Stop reason codes of the result envelope (Result.StopReasonCode) and of
+// terminal events (Event.StopReasonCode).
+const (
+	// StopCompleted: the session's function returned nil (or Stop was
+	// called). Not resumable.
+	StopCompleted = "completed"
+	// StopFailed: the session's function returned an error of its own.
+	StopFailed = "failed"
+	// StopCanceled: the caller's context ended the session.
+	StopCanceled = "canceled"
+	// StopWallClockExceeded: the watchdog cancelled the window because
+	// its wall-clock budget ran out. Resumable: a resume opens a fresh window.
+	StopWallClockExceeded = "watchdog_wall_clock_exceeded"
+	// StopWatchdogClosed: the Watchdog was closed while the session ran. No
+	// terminal event is recorded, so a resume continues the same window.
+	StopWatchdogClosed = "watchdog_closed"
+)
+
+// Watchdog supervises many sessions with one scheduler goroutine driven by a
+// deadline heap: no goroutine, ticker or timer per session. Create it with New
+// and release it with Close. All methods are safe for concurrent use.
+type Watchdog struct {
+	clock Clock
+	store EventStore
+	log   *zap.Logger
+	rec   *recorder
+
+	idPrefix string
+	idSeq    atomic.Uint64
+
+	mu       sync.Mutex // guards sessions, heap, closed
+	sessions map[string]*Session
+	heap     sched.Heap[*Session]
+	closed   bool
+
+	timerMu sync.Mutex // guards timer, armed, armedAt; taken before mu, never inside it
+	timer   *clock.Timer
+	armed   bool
+	armedAt int64
+
+	wakeCh  chan struct{}
+	checkCh chan chan struct{}
+	done    chan struct{}
+	wg      sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New returns a running Watchdog. Without options it records to a private
+// MemoryStore, reads the real clock and logs nothing.
+func New(opts ...Option) *Watchdog {
+	c := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.store == nil {
+		c.store = NewMemoryStore()
+	}
+	if c.clock == nil {
+		c.clock = clock.New()
+	}
+	if c.log == nil {
+		c.log = zap.NewNop()
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	w := &Watchdog{
+		clock:    c.clock,
+		store:    c.store,
+		log:      c.log,
+		rec:      newRecorder(c),
+		idPrefix: hex.EncodeToString(b[:]) + "-",
+		sessions: make(map[string]*Session),
+		wakeCh:   make(chan struct{}, 1),
+		checkCh:  make(chan chan struct{}),
+		done:     make(chan struct{}),
+	}
+	w.wg.Add(2)
+	go func() { defer w.wg.Done(); w.rec.run() }()
+	go func() { defer w.wg.Done(); w.schedule() }()
+	return w
+}
+
+// Store returns the EventStore the Watchdog records to.
+func (w *Watchdog) Store() EventStore { return w.store }
+
+// session states
+const (
+	stateReserved uint32 = iota // Resume is loading; not scheduled
+	stateRunning
+	stateEnded
+)
+
+// Session is one watched session window. Its methods are safe for concurrent
+// use. A Session is obtained from Start or Resume and is done after Stop, a
+// fire or Close; a later window of the same session is a new Session.
+type Session struct {
+	w      *Watchdog
+	id     string
+	parent context.Context
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	limits decide.Limits
+
+	sessionStartedAt time.Time
+	windowStartedAt  time.Time
+	window           int
+
+	state atomic.Uint32 // written under w.mu
+	item  sched.Item[*Session]
+}
+
+// ID returns the session id.
+func (s *Session) ID() string { return s.id }
+
+// Context returns the session's context. It is cancelled when the window ends:
+// with a *VerdictError cause when the watchdog fires, ErrSessionStopped after
+// Stop, ErrClosed after Close, or the parent's cause when the context passed
+// to Start or Resume ends.
+func (s *Session) Context() context.Context { return s.ctx }
+
+// Window returns the window number, from 1.
+func (s *Session) Window() int { return s.window }
+
+// StartedAt returns session_started_at: the session's original start, kept
+// across resumes and restarts.
+func (s *Session) StartedAt() time.Time { return s.sessionStartedAt }
+
+// WindowStartedAt returns when the current window began.
+func (s *Session) WindowStartedAt() time.Time { return s.windowStartedAt }
+
+// Budget returns the window's wall-clock budget (the Policy's, defaults applied).
+func (s *Session) Budget() time.Duration { return s.limits.WallClock }
+
+// Deadline returns the last instant the window may run: its start plus its
+// budget. The watchdog fires at the first instant after it.
+func (s *Session) Deadline() time.Time { return s.windowStartedAt.Add(s.limits.WallClock) }
+
+func validateStart(ctx context.Context, id string, p Policy) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if id == "" {
+		return fmt.Errorf("%w: empty session id", ErrInvalidArgument)
+	}
+	return p.Validate()
+}
+
+// Start begins watching window 1 of a new session whose session_started_at is
+// startedAt, under Policy p (zero fields mean defaults), and records a start
+// event. The session's context derives from ctx. The scheduler is armed for
+// the session's deadline before Start returns.
+//
+// Start does not read the store: use it for a session id the store has no
+// history for, and Resume for one it has. It returns ErrAlreadyWatched for an
+// id this Watchdog already watches, ErrClosed after Close, and an error
+// wrapping ErrInvalidArgument or ErrInvalidPolicy for bad input.
+func (w *Watchdog) Start(ctx context.Context, id string, startedAt time.Time, p Policy) (*Session, error) {
+	if err := validateStart(ctx, id, p); err != nil {
+		return nil, err
+	}
+	if startedAt.IsZero() {
+		return nil, fmt.Errorf("%w: session %q: zero session_started_at", ErrInvalidArgument, id)
+	}
+	s := w.newSession(ctx, id, p)
+	s.sessionStartedAt = startedAt.UTC()
+	s.windowStartedAt = s.sessionStartedAt
+	s.window = 1
+	if err := w.activate(s, KindStart, false); err != nil {
+		s.cancel(err)
+		return nil, err
+	}
+	return s, nil
+}
+
+// Resume re-attaches a session recorded in the store: it reads
+// session_started_at and the last window from the store (and from this
+// Watchdog's events not recorded yet), so the budget survives a process
+// restart with no extra state. If the last window has no terminal event the
+// session continues it, with its original start; if it ended (a cancel or a
+// stop) Resume opens the next window, starting now. It records a resume event
+// and arms the scheduler before it returns.
+//
+// Resume returns ErrUnknownSession when the store has no event for id, the
+// store's error when Load fails, ErrAlreadyWatched, ErrClosed, or an error
+// wrapping ErrInvalidArgument or ErrInvalidPolicy.
+func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, error) {
+	if err := validateStart(ctx, id, p); err != nil {
+		return nil, err
+	}
+	s := w.newSession(ctx, id, p)
+	if err := w.reserve(s); err != nil {
+		s.cancel(err)
+		return nil, err
+	}
+	// Pending events first: an event that leaves the queue after this
+	// point is in the store when Load reads it.
+	pending := w.rec.pending(id)
+	loaded, err := w.store.Load(ctx, id)
+	if err == nil && len(loaded) == 0 && len(pending) == 0 {
+		err = fmt.Errorf("%w: %q", ErrUnknownSession, id)
+	} else if err != nil {
+		err = fmt.Errorf("watchdog: resume %q: load: %w", id, err)
+	}
+	if err != nil {
+		w.release(s)
+		s.cancel(err)
+		return nil, err
+	}
+	seen := make(map[string]bool, len(loaded))
+	last, ended := 0, false
+	var lastWindowStart time.Time
+	for _, evs := range [][]Event{loaded, pending} {
+		for _, e := range evs {
+			if seen[e.ID] {
+				continue
+			}
+			seen[e.ID] = true
+			if s.sessionStartedAt.IsZero() {
+				s.sessionStartedAt = e.SessionStartedAt.UTC()
+			}
+			if e.Window > last {
+				last, ended, lastWindowStart = e.Window, false, e.WindowStartedAt
+			}
+			if e.Window == last && e.Terminal() {
+				ended = true
+			}
+		}
+	}
+	if ended || last == 0 {
+		s.window = last + 1
+		s.windowStartedAt = w.clock.Now().UTC()
+	} else {
+		s.window = last
+		s.windowStartedAt = lastWindowStart.UTC()
+	}
+	if err := w.activate(s, KindResume, true); err != nil {
+		s.cancel(err)
+		return nil, err
+	}
+	return s, nil
+}
+
+func (w *Watchdog) newSession(ctx context.Context, id string, p Policy) *Session {
+	s := &Session{w: w, id: id, parent: ctx, limits: decide.Limits{WallClock: p.withDefaults().WallClock}}
+	s.ctx, s.cancel = context.WithCancelCause(ctx)
+	s.item.Value = s
+	return s
+}
+
+// reserve claims id for a Resume that is loading.
+func (w *Watchdog) reserve(s *Session) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return ErrClosed
+	}
+	if _, ok := w.sessions[s.id]; ok {
+		return fmt.Errorf("%w: %q", ErrAlreadyWatched, s.id)
+	}
+	w.sessions[s.id] = s
+	return nil
+}
+
+func (w *Watchdog) release(s *Session) {
+	w.mu.Lock()
+	if w.sessions[s.id] == s {
+		delete(w.sessions, s.id)
+	}
+	w.mu.Unlock()
+}
+
+// activate registers s (already reserved when reserved is true), schedules
+// its deadline, enqueues its lifecycle event and arms the timer.
+func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
+	due := toNanos(s.windowStartedAt.Add(s.limits.WallClock).Add(time.Nanosecond))
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	if cur, ok := w.sessions[s.id]; ok && (!reserved || cur != s) {
+		w.mu.Unlock()
+		return fmt.Errorf("%w: %q", ErrAlreadyWatched, s.id)
+	}
+	w.sessions[s.id] = s
+	s.state.Store(stateRunning)
+	w.heap.Push(&s.item, due)
+	w.rec.enqueue(w.event(s, kind, w.clock.Now()))
+	w.mu.Unlock()
+	w.armIfEarlier(due)
+	return nil
+}
+
+// event builds an event of s at now.
+func (w *Watchdog) event(s *Session, kind string, now time.Time) Event {
+	now = now.UTC()
+	return Event{
+		ID:                      w.idPrefix + strconv.FormatUint(w.idSeq.Add(1), 10),
+		AggregateType:           AggregateType,
+		AggregateID:             s.id,
+		Kind:                    kind,
+		Window:                  s.window,
+		SessionStartedAt:        s.sessionStartedAt,
+		WindowStartedAt:         s.windowStartedAt,
+		OccurredAt:              now,
+		ElapsedSeconds:          now.Sub(s.windowStartedAt).Seconds(),
+		ConfiguredBudgetSeconds: s.limits.WallClock.Seconds(),
+	}
+}
+
+// Stop ends the session's window normally: it records a stop event (reason
+// "completed"), unschedules the session and cancels its context with cause
+// ErrSessionStopped. After Stop nothing can fire for the window.
+//
+// Stop returns nil when it ended the window and on every later call after
+// that. If the window had already ended otherwise it returns that cause: the
+// *VerdictError when the watchdog fired first, ErrClosed after Close.
+func (s *Session) Stop() error {
+	_, err := s.stop(StopCompleted)
+	return err
+}
+
+// stop ends the window with a stop event carrying code, unless it already
+// ended. It reports whether this call ended it, and the earlier cause if not.
+func (s *Session) stop(code string) (bool, error) {
+	w := s.w
+	w.mu.Lock()
+	if s.state.Load() != stateRunning {
+		w.mu.Unlock()
+		cause := context.Cause(s.ctx)
+		if errors.Is(cause, ErrSessionStopped) {
+			return false, nil
+		}
+		return false, cause
+	}
+	s.state.Store(stateEnded)
+	delete(w.sessions, s.id)
+	w.heap.Remove(&s.item)
+	e := w.event(s, KindStop, w.clock.Now())
+	e.Reason, e.StopReasonCode = code, code
+	w.rec.enqueue(e)
+	w.mu.Unlock()
+	s.cancel(ErrSessionStopped)
+	w.log.Debug("watchdog: session stopped", zap.String("session_id", s.id), zap.Int("window", s.window), zap.String("stop_reason_code", code))
+	return true, nil
+}
+
+// Result is the envelope Run returns: how a session window ended.
+type Result struct {
+	// SessionID is the session id.
+	SessionID string
+	// StopReasonCode is one of the Stop constants.
+	StopReasonCode string
+	// Resumable reports whether Resume can continue the session: true for
+	// every ending but StopCompleted.
+	Resumable bool
+	// Window is the window that ended.
+	Window int
+	// Elapsed is how long the window ran, on the Watchdog's clock.
+	Elapsed time.Duration
+}
+
+// MarshalJSON encodes r with snake_case names; elapsed_seconds is in seconds.
+func (r Result) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		SessionID      string  `json:"session_id"`
+		StopReasonCode string  `json:"stop_reason_code"`
+		Resumable      bool    `json:"resumable"`
+		Window         int     `json:"window"`
+		ElapsedSeconds float64 `json:"elapsed_seconds"`
+	}{r.SessionID, r.StopReasonCode, r.Resumable, r.Window, r.Elapsed.Seconds()})
+}
+
+// Run starts session id now (see Start) and runs fn under it (see
+// Session.Run). It is the wrapper for a pipeline loop: fn should return when
+// its context is done.
+func (w *Watchdog) Run(ctx context.Context, id string, p Policy, fn func(ctx context.Context) error) (Result, error) {
+	if fn == nil {
+		return Result{SessionID: id}, fmt.Errorf("%w: nil function", ErrInvalidArgument)
+	}
+	s, err := w.Start(ctx, id, w.clock.Now(), p)
+	if err != nil {
+		return Result{SessionID: id}, err
+	}
+	return s.Run(fn)
+}
+
+// Run calls fn with the session's context, waits for it to return, ends the
+// window and reports how it ended. fn is never abandoned: it should return
+// when its context is done.
+//
+// When the watchdog fired, the result carries the verdict's code (for example
+// StopWallClockExceeded) and the error is the *VerdictError (joined with fn's
+// error if fn returned one of its own). Otherwise Run stops the session with
+// StopCompleted (fn returned nil; the error is nil), StopCanceled (the
+// caller's context ended) or StopFailed, and returns fn's error. A panic in fn
+// stops the session with StopFailed and is re-raised.
+func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error) {
+	res = Result{SessionID: s.id, Window: s.window}
+	if fn == nil {
+		s.stop(StopFailed)
+		return res, fmt.Errorf("%w: nil function", ErrInvalidArgument)
+	}
+	panicked := true
+	defer func() {
+		if panicked {
+			s.stop(StopFailed)
+		}
+	}()
+	fnErr := fn(s.ctx)
+	panicked = false
+
+	code := StopCompleted
+	switch {
+	case fnErr == nil:
+	case s.parent.Err() != nil:
+		code = StopCanceled
+	default:
+		code = StopFailed
+	}
+	won, cause := s.stop(code)
+	res.Elapsed = s.w.clock.Now().Sub(s.windowStartedAt)
+	if won {
+		res.StopReasonCode = code
+		res.Resumable = code != StopCompleted
+		return res, fnErr
+	}
+	res.Resumable = true
+	var v *VerdictError
+	switch {
+	case errors.As(cause, &v):
+		res.StopReasonCode = v.StopReasonCode()
+		res.Elapsed = v.Elapsed
+	case errors.Is(cause, ErrClosed):
+		res.StopReasonCode = StopWatchdogClosed
+	default:
+		res.StopReasonCode = StopCanceled
+	}
+	if fnErr != nil && !errors.Is(fnErr, context.Canceled) && !errors.Is(fnErr, cause) {
+		return res, errors.Join(cause, fnErr)
+	}
+	return res, cause
+}
+
+// Check is the settle point for tests on a fake clock: when it returns nil,
+// every verdict due at or before the clock's now has been decided and
+// applied, and every event whose recording is due has been attempted
+// (events whose Append failed stay queued for retry). Advance a
+// *clock.Mock, then call Check; late or duplicate timer callbacks from the
+// mock are harmless. Check returns ErrClosed after Close, or ctx's error.
+func (w *Watchdog) Check(ctx context.Context) error {
+	req := make(chan struct{})
+	select {
+	case w.checkCh <- req:
+	case <-w.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return w.rec.barrier(ctx)
+}
+
+// Close stops the scheduler, cancels the context of every session still
+// watched with cause ErrClosed (recording no terminal event, so each can be
+// resumed where it was), makes a last attempt to record every pending event
+// until ctx ends, and waits for every goroutine the Watchdog started. It
+// returns an error wrapping ErrNotRecorded that names each event it could
+// not record. Later calls do nothing but wait for the first one and return
+// its result.
+func (w *Watchdog) Close(ctx context.Context) error {
+	w.closeOnce.Do(func() {
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		w.mu.Lock()
+		w.closed = true
+		live := make([]*Session, 0, len(w.sessions))
+		for _, s := range w.sessions {
+			s.state.Store(stateEnded)
+			w.heap.Remove(&s.item)
+			live = append(live, s)
+		}
+		clear(w.sessions)
+		w.mu.Unlock()
+
+		close(w.done)
+		w.timerMu.Lock()
+		if w.timer != nil {
+			w.timer.Stop()
+			w.timer = nil
+		}
+		w.armed = false
+		w.timerMu.Unlock()
+		for _, s := range live {
+			s.cancel(ErrClosed)
+		}
+		w.closeErr = w.rec.close(ctx)
+		w.wg.Wait()
+		if w.closeErr != nil {
+			w.log.Error("watchdog: closed with events not recorded", zap.Error(w.closeErr))
+		}
+	})
+	return w.closeErr
+}
+
+var (
+	minNanos = time.Unix(0, math.MinInt64)
+	maxNanos = time.Unix(0, math.MaxInt64)
+)
+
+// toNanos converts t to Unix nanoseconds, saturating outside the int64 range.
+func toNanos(t time.Time) int64 {
+	switch {
+	case t.Before(minNanos):
+		return math.MinInt64
+	case t.After(maxNanos):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
