@@ -1,8 +1,13 @@
 package watchdog
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -64,6 +69,79 @@ type Event struct {
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
 	// ConfiguredBudgetSeconds is the window's wall-clock budget in seconds.
 	ConfiguredBudgetSeconds float64 `json:"configured_budget_seconds"`
+	// Extra holds the JSON fields of a decoded event that this version does
+	// not know (written by a newer version or another tool). They are kept
+	// and written back by MarshalJSON, so a store that round-trips events
+	// through JSON loses nothing. A key that names a known field is ignored.
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// eventFields is Event without its methods, for the JSON codec.
+type eventFields Event
+
+// knownEventKeys are the JSON names of Event's fields.
+var knownEventKeys = func() map[string]bool {
+	keys := make(map[string]bool)
+	t := reflect.TypeFor[Event]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			keys[name] = true
+		}
+	}
+	return keys
+}()
+
+// MarshalJSON encodes e with the contract's snake_case names, plus Extra.
+func (e Event) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(eventFields(e))
+	if err != nil || len(e.Extra) == 0 {
+		return b, err
+	}
+	keys := make([]string, 0, len(e.Extra))
+	for k := range e.Extra {
+		if !knownEventKeys[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	buf := bytes.NewBuffer(b[:len(b)-1]) // drop the closing brace
+	for _, k := range keys {
+		kb, _ := json.Marshal(k)
+		v := e.Extra[k]
+		if !json.Valid(v) {
+			return nil, fmt.Errorf("watchdog: event %s: extra field %q is not valid JSON", e.ID, k)
+		}
+		buf.WriteByte(',')
+		buf.Write(kb)
+		buf.WriteByte(':')
+		buf.Write(v)
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// UnmarshalJSON decodes an event, keeping unknown fields in Extra.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	var f eventFields
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(b, &all); err != nil {
+		return err
+	}
+	for k := range all {
+		if knownEventKeys[k] {
+			delete(all, k)
+		}
+	}
+	if len(all) == 0 {
+		all = nil
+	}
+	f.Extra = all
+	*e = Event(f)
+	return nil
 }
 
 // Terminal reports whether e ends its window (a stop or a cancel). A store

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/watchdogtest"
 )
 
 // t0 is the fixed, recent instant every mock clock starts at.
@@ -30,13 +31,10 @@ func newWatchdog(t *testing.T, mock *clock.Mock, store watchdog.EventStore, opts
 	return w
 }
 
-// advance moves the mock clock and settles the watchdogs.
+// advance moves the mock clock, stopping and settling at every deadline.
 func advance(t *testing.T, mock *clock.Mock, d time.Duration, ws ...*watchdog.Watchdog) {
 	t.Helper()
-	mock.Add(d)
-	for _, w := range ws {
-		require.NoError(t, w.Check(context.Background()))
-	}
+	require.NoError(t, watchdogtest.Advance(context.Background(), mock, d, ws...))
 }
 
 func load(t *testing.T, s watchdog.EventStore, id string) []watchdog.Event {

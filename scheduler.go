@@ -53,15 +53,17 @@ func (w *Watchdog) runDue() {
 			w.heap.Push(&s.item, toNanos(v.Next))
 			continue
 		}
-		s.state.Store(stateEnded)
-		delete(w.sessions, s.id)
 		e := w.event(s, KindCancel, now)
 		e.Reason, e.StopReasonCode, e.FiredAt = v.Reason, StopWallClockExceeded, e.OccurredAt
-		w.rec.enqueue(e)
-		fired = append(fired, firing{s, &VerdictError{
+		ve := &VerdictError{
 			SessionID: s.id, Window: s.window, Reason: v.Reason,
 			Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: e.FiredAt,
-		}})
+		}
+		s.state.Store(stateEnded)
+		s.endCause = ve
+		delete(w.sessions, s.id)
+		w.rec.enqueue(e)
+		fired = append(fired, firing{s, ve})
 	}
 	w.mu.Unlock()
 	w.rearm()

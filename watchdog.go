@@ -135,8 +135,9 @@ type Session struct {
 	windowStartedAt  time.Time
 	window           int
 
-	state atomic.Uint32 // written under w.mu
-	item  sched.Item[*Session]
+	state    atomic.Uint32 // written under w.mu
+	endCause error         // why the window ended; written under w.mu with stateEnded
+	item     sched.Item[*Session]
 }
 
 // ID returns the session id.
@@ -356,14 +357,15 @@ func (s *Session) stop(code string) (bool, error) {
 	w := s.w
 	w.mu.Lock()
 	if s.state.Load() != stateRunning {
+		cause := s.endCause
 		w.mu.Unlock()
-		cause := context.Cause(s.ctx)
 		if errors.Is(cause, ErrSessionStopped) {
 			return false, nil
 		}
 		return false, cause
 	}
 	s.state.Store(stateEnded)
+	s.endCause = ErrSessionStopped
 	delete(w.sessions, s.id)
 	w.heap.Remove(&s.item)
 	e := w.event(s, KindStop, w.clock.Now())
@@ -512,6 +514,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		live := make([]*Session, 0, len(w.sessions))
 		for _, s := range w.sessions {
 			s.state.Store(stateEnded)
+			s.endCause = ErrClosed
 			w.heap.Remove(&s.item)
 			live = append(live, s)
 		}
@@ -552,4 +555,17 @@ func toNanos(t time.Time) int64 {
 		return math.MaxInt64
 	}
 	return t.UnixNano()
+}
+
+// NextDeadline returns the earliest instant at which a verdict is due for
+// one of the watched sessions, and false when no session is watched. Test
+// helpers use it to step a fake clock from deadline to deadline.
+func (w *Watchdog) NextDeadline() (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	top := w.heap.Peek()
+	if top == nil {
+		return time.Time{}, false
+	}
+	return time.Unix(0, top.Due).UTC(), true
 }

@@ -581,3 +581,15 @@ func TestFollowNeedsASubscriber(t *testing.T) {
 	_, _, err := watchdog.Follow(context.Background(), loadOnly{watchdog.NewMemoryStore()}, "s")
 	require.ErrorIs(t, err, watchdog.ErrNoSubscriber)
 }
+
+func TestEventJSONKeepsUnknownFields(t *testing.T) {
+	in := `{"event_id":"e1","seq":7,"aggregate_type":"runtime_control","aggregate_id":"s","event_kind":"runtime.watchdog.cancel","window":2,"reason":"wall_clock_exceeded","session_started_at":"2026-05-23T09:00:00Z","window_started_at":"2026-05-23T09:00:00Z","occurred_at":"2026-05-23T09:00:10Z","fired_at":"2026-05-23T09:00:10Z","elapsed_seconds":10,"configured_budget_seconds":10,"from_the_future":{"x":[1,2]},"note":"hi"}`
+	var e watchdog.Event
+	require.NoError(t, json.Unmarshal([]byte(in), &e))
+	assert.Equal(t, "s", e.AggregateID)
+	assert.Equal(t, 2, e.Window)
+	assert.Len(t, e.Extra, 2)
+	out, err := json.Marshal(e)
+	require.NoError(t, err)
+	assert.JSONEq(t, in, string(out))
+}

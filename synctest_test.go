@@ -1,0 +1,56 @@
+package watchdog_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// The default real clock works unchanged inside a testing/synctest bubble:
+// the bubble's fake time drives the scheduler's timer, and synctest.Wait is
+// the barrier. synctest.Test also fails if any goroutine the Watchdog started
+// outlives Close.
+func TestRealClockInsideASynctestBubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := watchdog.NewMemoryStore()
+		w := watchdog.New(watchdog.WithStore(store)) // default clock: clock.New()
+		start := time.Now()
+		s, err := w.Start(context.Background(), "bubble", start, watchdog.Policy{WallClock: 10 * time.Second})
+		require.NoError(t, err)
+
+		<-s.Context().Done() // fake time jumps straight to the fire
+		assert.Equal(t, 10*time.Second+time.Nanosecond, time.Since(start))
+		require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
+
+		synctest.Wait() // the recorder has appended the cancel
+		evs, err := store.Load(context.Background(), "bubble")
+		require.NoError(t, err)
+		require.Equal(t, []string{watchdog.KindStart, watchdog.KindCancel}, kinds(evs))
+		assert.True(t, evs[1].FiredAt.Equal(start.Add(10*time.Second+time.Nanosecond)))
+
+		require.NoError(t, w.Close(context.Background()))
+	})
+}
+
+// Follow's goroutine and the store's subscription end with the follower.
+func TestFollowLeavesNoGoroutineBehind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := watchdog.NewMemoryStore()
+		w := watchdog.New(watchdog.WithStore(store))
+		_, err := w.Start(context.Background(), "s", time.Now(), watchdog.Policy{WallClock: time.Minute})
+		require.NoError(t, err)
+		synctest.Wait()
+		ctx, stop, err := watchdog.Follow(context.Background(), store, "s")
+		require.NoError(t, err)
+		<-ctx.Done()
+		require.ErrorIs(t, context.Cause(ctx), watchdog.ErrWallClockExceeded)
+		stop()
+		require.NoError(t, w.Close(context.Background()))
+	})
+}

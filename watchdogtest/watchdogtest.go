@@ -1,0 +1,77 @@
+// Package watchdogtest helps test code that uses package watchdog on a
+// *clock.Mock from github.com/benbjohnson/clock.
+//
+// A Mock runs timer callbacks on new goroutines, after Add has moved its
+// clock on, so a verdict woken by a timer may see any instant up to the end
+// of the Add. Advance removes that race: it stops the clock at every instant
+// at which a verdict is due and settles there, so every fire happens at its
+// exact due instant, as on an ideal real clock, and every recorded fired_at
+// and elapsed_seconds is the same on every run.
+package watchdogtest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/benbjohnson/clock"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// Advance moves mock forward by d. It stops at every instant within d at
+// which one of ws has a verdict due, and calls Check on each of ws there and
+// at the end. When it returns nil, every verdict due at or before the
+// mock's new now has been decided, applied and recorded (or queued for retry
+// when the store failed). It returns the first Check error, or an error for
+// a negative d.
+//
+// Do not call Advance concurrently with Start, Resume or another Advance on
+// the same mock: a session started mid-step may fire late.
+func Advance(ctx context.Context, mock *clock.Mock, d time.Duration, ws ...*watchdog.Watchdog) error {
+	if d < 0 {
+		return fmt.Errorf("watchdogtest: negative duration %v", d)
+	}
+	target := mock.Now().Add(d)
+	for {
+		next, ok := nextDeadline(ws)
+		if !ok || next.After(target) {
+			break
+		}
+		if now := mock.Now(); next.After(now) {
+			mock.Add(next.Sub(now))
+		}
+		if err := checkAll(ctx, ws); err != nil {
+			return err
+		}
+		if again, ok := nextDeadline(ws); ok && !again.After(next) {
+			// Nothing was decided at next (a Watchdog refused to
+			// settle); avoid spinning.
+			return fmt.Errorf("watchdogtest: a verdict due at %v was not decided", next)
+		}
+	}
+	if now := mock.Now(); target.After(now) {
+		mock.Add(target.Sub(now))
+	}
+	return checkAll(ctx, ws)
+}
+
+func nextDeadline(ws []*watchdog.Watchdog) (time.Time, bool) {
+	var next time.Time
+	found := false
+	for _, w := range ws {
+		if t, ok := w.NextDeadline(); ok && (!found || t.Before(next)) {
+			next, found = t, true
+		}
+	}
+	return next, found
+}
+
+func checkAll(ctx context.Context, ws []*watchdog.Watchdog) error {
+	for _, w := range ws {
+		if err := w.Check(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
