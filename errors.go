@@ -12,6 +12,17 @@ var (
 	// ErrWallClockExceeded is the cause of a session context cancelled
 	// because its window outran its wall-clock budget.
 	ErrWallClockExceeded = errors.New("watchdog: wall-clock budget exceeded")
+	// ErrIdleTimeout is the cause of a session context cancelled by the
+	// idle rule: stdout silent past the idle window with no fresher
+	// evidence on any other channel.
+	ErrIdleTimeout = errors.New("watchdog: idle: no output within the idle window")
+	// ErrSessionCeilingExceeded is the cause of a session context
+	// cancelled because the session outran Policy.SessionCeiling.
+	ErrSessionCeilingExceeded = errors.New("watchdog: session ceiling exceeded")
+	// ErrChildrenPersistTooLong is the cause of a session context
+	// cancelled because the window waited on children past
+	// Policy.ChildrenWaitCeiling.
+	ErrChildrenPersistTooLong = errors.New("watchdog: children persist too long")
 	// ErrSessionStopped is the cause of a session context cancelled because
 	// the session was stopped (Stop, or Run's function returned).
 	ErrSessionStopped = errors.New("watchdog: session stopped")
@@ -47,18 +58,31 @@ var (
 
 // VerdictError is the one typed error of the package: the verdict that ended
 // a session window. It is the context.Cause of the session's context, and
-// errors.Is matches it to the sentinel of its reason (ErrWallClockExceeded).
+// errors.Is matches it to the sentinel of its reason (ErrWallClockExceeded,
+// ErrIdleTimeout, ErrSessionCeilingExceeded, ErrChildrenPersistTooLong).
 type VerdictError struct {
 	SessionID string
 	Window    int
+	// Rule is the rule that fired (RuleWallClock, RuleIdle, ...).
+	Rule string
 	// Reason is the event's reason, for example "wall_clock_exceeded".
 	Reason string
-	// Elapsed is how long the window had run when the watchdog fired.
+	// Elapsed is the rule's measure when it fired: the window's age for
+	// the wall clock, the session's age for its ceiling, the cumulative
+	// child wait, or stdout's silence for the idle rule.
 	Elapsed time.Duration
-	// Budget is the window's wall-clock budget.
+	// Budget is the rule's limit: the wall-clock budget, the ceiling or
+	// the idle window.
 	Budget time.Duration
 	// FiredAt is the instant of the fire, on the Watchdog's clock.
 	FiredAt time.Time
+	// Recoverable reports whether a recovery layer may retry: true for the
+	// idle rule only.
+	Recoverable bool
+	// DecisionID is the event_id of the decision event.
+	DecisionID string
+	// Evidence is every channel's evidence at the verdict.
+	Evidence []EvidenceEntry
 }
 
 // Error implements error.
@@ -72,6 +96,12 @@ func (e *VerdictError) Unwrap() error {
 	switch e.Reason {
 	case ReasonWallClockExceeded:
 		return ErrWallClockExceeded
+	case ReasonNoOutputDeadline:
+		return ErrIdleTimeout
+	case ReasonSessionCeilingExceeded:
+		return ErrSessionCeilingExceeded
+	case ReasonChildrenPersistTooLong:
+		return ErrChildrenPersistTooLong
 	}
 	return nil
 }
@@ -81,6 +111,18 @@ func (e *VerdictError) StopReasonCode() string {
 	switch e.Reason {
 	case ReasonWallClockExceeded:
 		return StopWallClockExceeded
+	case ReasonNoOutputDeadline:
+		return StopIdleTimeout
+	case ReasonSessionCeilingExceeded:
+		return StopSessionCeilingExceeded
+	case ReasonChildrenPersistTooLong:
+		return StopChildrenPersistTooLong
 	}
 	return "watchdog_" + e.Reason
 }
+
+// Resumable reports whether Resume can continue after this verdict: every
+// verdict but the session ceiling, which counts from the session's start.
+func (e *VerdictError) Resumable() bool { return e.Reason != ReasonSessionCeilingExceeded }
+
+func fmtAny(v any) string { return fmt.Sprint(v) }

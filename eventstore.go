@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"strings"
@@ -26,9 +27,32 @@ const (
 	// KindStop is a terminal event: the session ended its window itself
 	// (Stop, or Run's function returned).
 	KindStop = "runtime.watchdog.stop"
-	// KindCancel is a terminal event: the watchdog cancelled the window
-	// because its wall-clock budget ran out.
+	// KindCancel is a terminal event: the outcome of an acting decision.
+	// The watchdog ended the window (cancelled its context, or ran the
+	// configured action); decided_by_decision_id links the decision.
 	KindCancel = "runtime.watchdog.cancel"
+	// KindVerdict records a verdict that did not act: a CONTINUE deferred
+	// by fresher evidence (active_channel names the channel), or a stale
+	// observation inside the settle window (settle_count of settle_checks).
+	KindVerdict = "runtime.watchdog.verdict"
+	// KindDecision records a rule's decision to stop the session (verdict
+	// HARD_STOP), before any action: mode "act" is followed by a cancel (or
+	// superseded, or action_failed) event linked to it; mode "shadow"
+	// stops there and the session runs on.
+	KindDecision = "runtime.watchdog.decision"
+	// KindSuperseded records that an acting decision was not carried out:
+	// re-derived at the action's own instant, the verdict no longer acted
+	// (fresh evidence arrived in between).
+	KindSuperseded = "runtime.watchdog.superseded"
+	// KindActionFailed records that the configured action returned an
+	// error; the window goes on and the rule is looked at again later.
+	KindActionFailed = "runtime.watchdog.action_failed"
+)
+
+// Verdict labels of Event.Verdict.
+const (
+	VerdictContinue = "CONTINUE"
+	VerdictHardStop = "HARD_STOP"
 )
 
 // Event is one recorded fact about a session. It marshals to JSON with the
@@ -69,6 +93,40 @@ type Event struct {
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
 	// ConfiguredBudgetSeconds is the window's wall-clock budget in seconds.
 	ConfiguredBudgetSeconds float64 `json:"configured_budget_seconds"`
+
+	// The fields below are set on verdict, decision and outcome events.
+
+	// Verdict is VerdictContinue or VerdictHardStop.
+	Verdict string `json:"verdict,omitempty"`
+	// Rule is the rule behind the verdict (RuleWallClock, RuleIdle, ...).
+	Rule string `json:"rule,omitempty"`
+	// Mode is the rule's mode on a decision: "act" or "shadow".
+	Mode Mode `json:"mode,omitempty"`
+	// Recoverable says whether a recovery layer may retry after the
+	// rule fired: true for the idle rule only. Set on decisions and
+	// cancels.
+	Recoverable *bool `json:"recoverable,omitempty"`
+	// MeasureSeconds and LimitSeconds are the rule's measure and limit:
+	// the window's age and budget for the wall clock, the session's age
+	// and ceiling, the cumulative child wait and its ceiling, stdout's
+	// silence and the idle window.
+	MeasureSeconds float64 `json:"measure_seconds,omitempty"`
+	LimitSeconds   float64 `json:"limit_seconds,omitempty"`
+	// DecidedByDecisionID links an outcome (cancel, superseded,
+	// action_failed) to the event_id of its decision.
+	DecidedByDecisionID string `json:"decided_by_decision_id,omitempty"`
+	// EvidenceSummary is every channel's evidence at the verdict.
+	EvidenceSummary []EvidenceEntry `json:"evidence_summary,omitempty"`
+	// ActiveChannel is the channel that justified waiting, or "none".
+	ActiveChannel string `json:"active_channel,omitempty"`
+	// SettleCount is the idle rule's consecutive stale observations so
+	// far, out of SettleChecks.
+	SettleCount  int `json:"settle_count,omitempty"`
+	SettleChecks int `json:"settle_checks,omitempty"`
+	// ChildrenWaitSeconds is the window's cumulative wait on children.
+	ChildrenWaitSeconds float64 `json:"children_wait_seconds,omitempty"`
+	// Error is the action's error on an action_failed event.
+	Error string `json:"error,omitempty"`
 	// Extra holds the JSON fields of a decoded event that this version does
 	// not know (written by a newer version or another tool). They are kept
 	// and written back by MarshalJSON, so a store that round-trips events
@@ -391,17 +449,28 @@ func Follow(parent context.Context, store EventStore, sessionID string) (context
 	return ctx, stop, nil
 }
 
+func secondsDuration(s float64) time.Duration {
+	return time.Duration(math.Round(s * float64(time.Second)))
+}
+
 // causeOf is the context cause a terminal event stands for.
 func causeOf(e Event) error {
 	if e.Kind == KindCancel {
-		return &VerdictError{
-			SessionID: e.AggregateID,
-			Window:    e.Window,
-			Reason:    e.Reason,
-			Elapsed:   time.Duration(e.ElapsedSeconds * float64(time.Second)),
-			Budget:    time.Duration(e.ConfiguredBudgetSeconds * float64(time.Second)),
-			FiredAt:   e.FiredAt,
+		v := &VerdictError{
+			SessionID:  e.AggregateID,
+			Window:     e.Window,
+			Rule:       e.Rule,
+			Reason:     e.Reason,
+			Elapsed:    secondsDuration(e.MeasureSeconds),
+			Budget:     secondsDuration(e.LimitSeconds),
+			FiredAt:    e.FiredAt,
+			DecisionID: e.DecidedByDecisionID,
+			Evidence:   e.EvidenceSummary,
 		}
+		if e.Recoverable != nil {
+			v.Recoverable = *e.Recoverable
+		}
+		return v
 	}
 	return ErrSessionStopped
 }

@@ -46,6 +46,7 @@ func ExampleWatchdog_Start() {
 	// Output:
 	// watchdog: session "cli-todo" window 1: wall_clock_exceeded: elapsed 10.000000001s > budget 10s
 	// runtime.watchdog.start  0
+	// runtime.watchdog.decision wall_clock_exceeded 10.000000001
 	// runtime.watchdog.cancel wall_clock_exceeded 10.000000001
 }
 

@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -9,38 +10,188 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"go.uber.org/zap"
+
+	"github.com/sessionwatchdog/watchdog/internal/decide"
 )
 
-// DefaultWallClock is the wall-clock budget of a window when
-// Policy.WallClock is zero: four hours, the seed's session_wall_clock_seconds
-// default.
-const DefaultWallClock = 4 * time.Hour
+// Defaults of the Policy fields whose zero value means a default.
+const (
+	// DefaultWallClock is the wall-clock budget of a window: four hours,
+	// the seed's session_wall_clock_seconds default.
+	DefaultWallClock = 4 * time.Hour
+	// DefaultEvidenceTTL is how fresh non-baseline evidence must be to
+	// defer an idle fire: 30 s (agent_idle_activity_evidence_ttl_seconds).
+	DefaultEvidenceTTL = 30 * time.Second
+	// DefaultSettleChecks is how many consecutive stale observations the
+	// idle rule needs before it acts (Kubernetes' failureThreshold).
+	DefaultSettleChecks = 3
+	// DefaultSettleInterval spaces the idle rule's stale observations.
+	DefaultSettleInterval = 10 * time.Second
+)
+
+// Off, as Policy.EvidenceTTL, turns idle deferral off: only the baseline
+// channel (stdout) counts, the seeds' legacy behaviour. In JSON it is written
+// as agent_idle_activity_evidence_ttl_seconds: 0.
+const Off time.Duration = -1
+
+// Mode says whether a rule acts or only advises.
+type Mode string
+
+const (
+	// ModeAct records the decision, then acts (cancels the session or runs
+	// the configured action) and records the outcome. The default.
+	ModeAct Mode = "act"
+	// ModeShadow records the decision and does nothing else, so a team can
+	// measure false positives before it lets the watchdog kill.
+	ModeShadow Mode = "shadow"
+)
+
+// Rule names, as used in Policy.RuleModes and in events' rule field.
+const (
+	RuleWallClock      = "wall_clock"
+	RuleSessionCeiling = "session_ceiling"
+	RuleChildrenWait   = "children_wait"
+	RuleIdle           = "idle"
+)
+
+var ruleByName = map[string]decide.Rule{
+	RuleWallClock:      decide.RuleWallClock,
+	RuleSessionCeiling: decide.RuleSessionCeiling,
+	RuleChildrenWait:   decide.RuleChildrenWait,
+	RuleIdle:           decide.RuleIdle,
+}
+
+var ruleNames = [decide.NumRules]string{
+	decide.RuleWallClock:      RuleWallClock,
+	decide.RuleSessionCeiling: RuleSessionCeiling,
+	decide.RuleChildrenWait:   RuleChildrenWait,
+	decide.RuleIdle:           RuleIdle,
+}
+
+// MaxChannels is the most evidence channels a session can have: the four
+// built-in ones plus Policy.Channels.
+const MaxChannels = 16
 
 // Policy holds the per-session limits. It is plain data: it marshals to JSON
-// with the seed's knob names, a zero field means its documented default, and
-// Validate reports bad values. A Policy is passed by value to Start, Resume and
-// Run; the Watchdog keeps its own resolved copy.
+// with the seeds' knob names, a zero field means its documented default, and
+// Validate reports bad values. A Policy is passed by value to Start, Resume
+// and Run; the Watchdog keeps its own resolved copy.
+//
+// Durations are seconds in JSON (fractions allowed). A negative duration is
+// invalid, except EvidenceTTL's Off.
 type Policy struct {
 	// WallClock is the budget of one window of the session, measured from
-	// the window's start (the session's start for window 1, the resume moment
-	// for a window opened after a terminal event). The session fires when
-	// now - window start > WallClock. Zero means DefaultWallClock; negative
-	// is invalid. JSON: session_wall_clock_seconds, in seconds (fractions
-	// allowed).
+	// the window's start (the session's start for window 1, the resume
+	// moment for a window opened after a terminal event). The session
+	// fires when now - window start > WallClock. Zero means
+	// DefaultWallClock (4 h). JSON: session_wall_clock_seconds.
 	WallClock time.Duration
+
+	// SessionCeiling is the maximum session duration, measured from
+	// session_started_at across all windows. Absolute: no evidence extends
+	// it. Zero means none. JSON: session_ceiling_seconds.
+	SessionCeiling time.Duration
+
+	// ChildrenWaitCeiling caps the time a window spends waiting on
+	// children (Session.BeginChildWait): the time during which at least
+	// one wait is open, so nested and concurrent waits count once.
+	// Absolute. Zero means none. JSON: children_wait_ceiling_seconds.
+	ChildrenWaitCeiling time.Duration
+
+	// IdleWindow is the seeds' NO_OUTPUT_DEADLINE: when the baseline
+	// channel (stdout) has been silent for more than IdleWindow, the idle
+	// rule decides. Zero turns the idle rule off. JSON:
+	// no_output_deadline_seconds.
+	IdleWindow time.Duration
+
+	// EvidenceTTL defers an idle fire while any non-baseline channel's
+	// latest evidence is at most EvidenceTTL old. Zero means
+	// DefaultEvidenceTTL (30 s); Off turns deferral off (stdout only).
+	// JSON: agent_idle_activity_evidence_ttl_seconds, where 0 means Off
+	// and an absent field the default.
+	EvidenceTTL time.Duration
+
+	// StartupGrace keeps the idle rule unarmed until the session's first
+	// baseline output or until StartupGrace has passed since the window
+	// started, whichever is first. Zero means none. JSON:
+	// startup_grace_seconds.
+	StartupGrace time.Duration
+
+	// MaxIdleDeferral caps how long one idle episode may be deferred by
+	// evidence: past it, silence on stdout is fatal even with fresh
+	// evidence elsewhere. Zero means no cap. JSON:
+	// max_idle_deferral_seconds.
+	MaxIdleDeferral time.Duration
+
+	// SettleChecks is how many consecutive stale observations, spaced by
+	// SettleInterval, the idle rule needs before it acts; one fresh
+	// observation resets the count. The wall clock and the ceilings never
+	// wait. Zero means DefaultSettleChecks (3). JSON: settle_checks.
+	SettleChecks int
+
+	// SettleInterval spaces the idle rule's stale observations. Zero means
+	// DefaultSettleInterval (10 s). JSON: settle_interval_seconds.
+	SettleInterval time.Duration
+
+	// Mode is the mode of every rule without an entry in RuleModes. Empty
+	// means ModeAct. JSON: mode.
+	Mode Mode
+
+	// RuleModes sets the mode of single rules, keyed by RuleWallClock,
+	// RuleSessionCeiling, RuleChildrenWait or RuleIdle. JSON: rule_modes.
+	RuleModes map[string]Mode
+
+	// Channels names evidence channels beyond the four built-in ones
+	// (stdout, mcp_tool, subagent, workspace). Session.Channel maps a name
+	// to its Channel. JSON: evidence_channels.
+	Channels []string
 }
 
 type policyJSON struct {
-	WallClockSeconds float64 `json:"session_wall_clock_seconds"`
+	WallClock       float64         `json:"session_wall_clock_seconds,omitempty"`
+	SessionCeiling  float64         `json:"session_ceiling_seconds,omitempty"`
+	ChildrenWait    float64         `json:"children_wait_ceiling_seconds,omitempty"`
+	IdleWindow      float64         `json:"no_output_deadline_seconds,omitempty"`
+	EvidenceTTL     *float64        `json:"agent_idle_activity_evidence_ttl_seconds,omitempty"`
+	StartupGrace    float64         `json:"startup_grace_seconds,omitempty"`
+	MaxIdleDeferral float64         `json:"max_idle_deferral_seconds,omitempty"`
+	SettleChecks    int             `json:"settle_checks,omitempty"`
+	SettleInterval  float64         `json:"settle_interval_seconds,omitempty"`
+	Mode            Mode            `json:"mode,omitempty"`
+	RuleModes       map[string]Mode `json:"rule_modes,omitempty"`
+	Channels        []string        `json:"evidence_channels,omitempty"`
 }
 
-// MarshalJSON encodes p with the seed's knob names; durations are seconds.
+// MarshalJSON encodes p with the seeds' knob names; durations are seconds and
+// zero fields are omitted.
 func (p Policy) MarshalJSON() ([]byte, error) {
-	return json.Marshal(policyJSON{WallClockSeconds: p.WallClock.Seconds()})
+	j := policyJSON{
+		WallClock:       p.WallClock.Seconds(),
+		SessionCeiling:  p.SessionCeiling.Seconds(),
+		ChildrenWait:    p.ChildrenWaitCeiling.Seconds(),
+		IdleWindow:      p.IdleWindow.Seconds(),
+		StartupGrace:    p.StartupGrace.Seconds(),
+		MaxIdleDeferral: p.MaxIdleDeferral.Seconds(),
+		SettleChecks:    p.SettleChecks,
+		SettleInterval:  p.SettleInterval.Seconds(),
+		Mode:            p.Mode,
+		RuleModes:       p.RuleModes,
+		Channels:        p.Channels,
+	}
+	switch {
+	case p.EvidenceTTL == Off:
+		zero := 0.0
+		j.EvidenceTTL = &zero
+	case p.EvidenceTTL != 0:
+		ttl := p.EvidenceTTL.Seconds()
+		j.EvidenceTTL = &ttl
+	}
+	return json.Marshal(j)
 }
 
-// UnmarshalJSON decodes the seed's knob names. Unknown fields and durations
-// that overflow time.Duration are errors naming the field.
+// UnmarshalJSON decodes the seeds' knob names. Unknown fields and durations
+// that overflow time.Duration are errors naming the field. It does not
+// validate; call Validate (Start and Resume do).
 func (p *Policy) UnmarshalJSON(b []byte) error {
 	var j policyJSON
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -48,11 +199,38 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	if err := dec.Decode(&j); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidPolicy, err)
 	}
-	d, err := secondsToDuration("session_wall_clock_seconds", j.WallClockSeconds)
-	if err != nil {
-		return err
+	var q Policy
+	for _, f := range []struct {
+		name string
+		s    float64
+		d    *time.Duration
+	}{
+		{"session_wall_clock_seconds", j.WallClock, &q.WallClock},
+		{"session_ceiling_seconds", j.SessionCeiling, &q.SessionCeiling},
+		{"children_wait_ceiling_seconds", j.ChildrenWait, &q.ChildrenWaitCeiling},
+		{"no_output_deadline_seconds", j.IdleWindow, &q.IdleWindow},
+		{"startup_grace_seconds", j.StartupGrace, &q.StartupGrace},
+		{"max_idle_deferral_seconds", j.MaxIdleDeferral, &q.MaxIdleDeferral},
+		{"settle_interval_seconds", j.SettleInterval, &q.SettleInterval},
+	} {
+		d, err := secondsToDuration(f.name, f.s)
+		if err != nil {
+			return err
+		}
+		*f.d = d
 	}
-	*p = Policy{WallClock: d}
+	if j.EvidenceTTL != nil {
+		d, err := secondsToDuration("agent_idle_activity_evidence_ttl_seconds", *j.EvidenceTTL)
+		if err != nil {
+			return err
+		}
+		if d == 0 {
+			d = Off
+		}
+		q.EvidenceTTL = d
+	}
+	q.SettleChecks, q.Mode, q.RuleModes, q.Channels = j.SettleChecks, j.Mode, j.RuleModes, j.Channels
+	*p = q
 	return nil
 }
 
@@ -67,18 +245,105 @@ func secondsToDuration(field string, s float64) (time.Duration, error) {
 // Validate reports the first invalid field of p, wrapped in ErrInvalidPolicy
 // and named by its JSON knob. A zero field is valid: it means its default.
 func (p Policy) Validate() error {
-	if p.WallClock < 0 {
-		return fmt.Errorf("%w: session_wall_clock_seconds = %v must not be negative", ErrInvalidPolicy, p.WallClock.Seconds())
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"session_wall_clock_seconds", p.WallClock},
+		{"session_ceiling_seconds", p.SessionCeiling},
+		{"children_wait_ceiling_seconds", p.ChildrenWaitCeiling},
+		{"no_output_deadline_seconds", p.IdleWindow},
+		{"startup_grace_seconds", p.StartupGrace},
+		{"max_idle_deferral_seconds", p.MaxIdleDeferral},
+		{"settle_interval_seconds", p.SettleInterval},
+	} {
+		if f.d < 0 {
+			return fmt.Errorf("%w: %s = %v must not be negative", ErrInvalidPolicy, f.name, f.d.Seconds())
+		}
+	}
+	if p.EvidenceTTL < 0 && p.EvidenceTTL != Off {
+		return fmt.Errorf("%w: agent_idle_activity_evidence_ttl_seconds = %v must not be negative (use Off to turn deferral off)", ErrInvalidPolicy, p.EvidenceTTL.Seconds())
+	}
+	if p.SettleChecks < 0 {
+		return fmt.Errorf("%w: settle_checks = %d must not be negative", ErrInvalidPolicy, p.SettleChecks)
+	}
+	if err := validMode("mode", p.Mode); err != nil {
+		return err
+	}
+	for rule, m := range p.RuleModes {
+		if _, ok := ruleByName[rule]; !ok {
+			return fmt.Errorf("%w: rule_modes: unknown rule %q (want %s, %s, %s or %s)", ErrInvalidPolicy, rule,
+				RuleWallClock, RuleSessionCeiling, RuleChildrenWait, RuleIdle)
+		}
+		if err := validMode("rule_modes["+rule+"]", m); err != nil {
+			return err
+		}
+	}
+	if n := len(builtinChannels) + len(p.Channels); n > MaxChannels {
+		return fmt.Errorf("%w: evidence_channels: %d channels, at most %d", ErrInvalidPolicy, n, MaxChannels)
+	}
+	seen := map[string]bool{}
+	for _, name := range builtinChannels {
+		seen[name] = true
+	}
+	for _, name := range p.Channels {
+		if name == "" {
+			return fmt.Errorf("%w: evidence_channels: empty channel name", ErrInvalidPolicy)
+		}
+		if seen[name] {
+			return fmt.Errorf("%w: evidence_channels: channel %q declared twice (or is built in)", ErrInvalidPolicy, name)
+		}
+		seen[name] = true
 	}
 	return nil
 }
 
-// withDefaults returns p with every zero field replaced by its default.
-func (p Policy) withDefaults() Policy {
-	if p.WallClock == 0 {
-		p.WallClock = DefaultWallClock
+func validMode(field string, m Mode) error {
+	switch m {
+	case "", ModeAct, ModeShadow:
+		return nil
 	}
-	return p
+	return fmt.Errorf("%w: %s = %q, want %q or %q", ErrInvalidPolicy, field, m, ModeAct, ModeShadow)
+}
+
+// limits resolves p (already validated) into the decision's limits.
+func (p Policy) limits() decide.Limits {
+	l := decide.Limits{
+		WallClock:        p.WallClock,
+		SessionCeiling:   p.SessionCeiling,
+		ChildWaitCeiling: p.ChildrenWaitCeiling,
+		IdleWindow:       p.IdleWindow,
+		EvidenceTTL:      p.EvidenceTTL,
+		StartupGrace:     p.StartupGrace,
+		MaxIdleDeferral:  p.MaxIdleDeferral,
+		SettleChecks:     p.SettleChecks,
+		SettleInterval:   p.SettleInterval,
+	}
+	if l.WallClock == 0 {
+		l.WallClock = DefaultWallClock
+	}
+	switch l.EvidenceTTL {
+	case 0:
+		l.EvidenceTTL = DefaultEvidenceTTL
+	case Off:
+		l.EvidenceTTL = 0
+	}
+	if l.SettleChecks == 0 {
+		l.SettleChecks = DefaultSettleChecks
+	}
+	if l.SettleInterval == 0 {
+		l.SettleInterval = DefaultSettleInterval
+	}
+	for r := range decide.NumRules {
+		m, ok := p.RuleModes[ruleNames[r]]
+		if !ok {
+			m = p.Mode
+		}
+		if m == ModeShadow {
+			l.Shadow = l.Shadow.With(r)
+		}
+	}
+	return l
 }
 
 // Clock is the time source of a Watchdog: the two methods it calls. Both
@@ -104,15 +369,55 @@ const (
 type Option func(*config)
 
 type config struct {
-	store    EventStore
-	clock    Clock
-	log      *zap.Logger
-	retryMin time.Duration
-	retryMax time.Duration
+	store      EventStore
+	clock      Clock
+	log        *zap.Logger
+	retryMin   time.Duration
+	retryMax   time.Duration
+	action     ActionFunc
+	resolution time.Duration
 }
 
+// DefaultEvidenceResolution is the default resolution of evidence
+// timestamps (see WithEvidenceResolution).
+const DefaultEvidenceResolution = 50 * time.Millisecond
+
 func defaultConfig() config {
-	return config{retryMin: DefaultRetryMin, retryMax: DefaultRetryMax}
+	return config{retryMin: DefaultRetryMin, retryMax: DefaultRetryMax, resolution: DefaultEvidenceResolution}
+}
+
+// ActionFunc is a pluggable action: what the Watchdog does when a rule in act
+// mode fires, instead of only cancelling the session's context. It runs on
+// the Watchdog's action goroutine, one action at a time, never under a lock;
+// it should be quick and respect ctx (cancelled by Close). Before it runs,
+// the verdict is derived again at the action's own instant; if fresh evidence
+// arrived in between, the decision is recorded as superseded and the action
+// does not run. When it returns nil the window ends: a cancel event linked to
+// the decision is recorded and the session's context is cancelled with v. An
+// error is logged, recorded as an action_failed event, and the rule is
+// looked at again one settle interval later; the session is not cancelled
+// behind the action's back.
+type ActionFunc func(ctx context.Context, s *Session, v *VerdictError) error
+
+// WithAction sets the action of rules in act mode. Default: nil, which
+// cancels the session's context with the verdict as its cause, on the
+// scheduler, at the instant of the decision.
+func WithAction(a ActionFunc) Option {
+	return func(c *config) { c.action = a }
+}
+
+// WithEvidenceResolution sets the resolution of evidence timestamps. Recording
+// evidence reads no clock: it copies a coarse timestamp that the Watchdog
+// refreshes every d while evidence is being recorded (and at every decision
+// and settle point), so Touch costs about a nanosecond and an idle Watchdog
+// costs no CPU. A channel's last_at can therefore read up to d earlier than
+// the real instant. Values <= 0 keep DefaultEvidenceResolution (50 ms).
+func WithEvidenceResolution(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.resolution = d
+		}
+	}
 }
 
 // WithStore sets the EventStore that records every event. Default: a new

@@ -1,10 +1,14 @@
 package watchdog
 
 import (
+	"context"
 	"math"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/sessionwatchdog/watchdog/internal/decide"
 )
 
 // schedule is the Watchdog's one scheduler goroutine. It sleeps until the
@@ -38,43 +42,147 @@ type firing struct {
 	v *VerdictError
 }
 
-// runDue decides every session due at the clock's now, applies the cancels
-// and re-arms the timer for the next deadline. Events go to the recorder; no
-// store, log or user call runs under the lock.
+// runDue decides every session due at the clock's now, applies what the
+// verdicts ask and re-arms the timer for the next deadline. Events go to the
+// recorder and custom actions to the action goroutine; no store, log or user
+// call runs under the lock, nor on this goroutine.
 func (w *Watchdog) runDue() {
 	now := w.clock.Now()
 	nowNs := toNanos(now)
+	w.coarse.refresh(nowNs)
 	var fired []firing
+	var acts []actItem
 	w.mu.Lock()
 	for it := w.heap.PopDue(nowNs); it != nil; it = w.heap.PopDue(nowNs) {
-		s := it.Value
-		v := decideSession(s, now)
-		if v.Action == continueAction {
-			w.heap.Push(&s.item, toNanos(v.Next))
-			continue
+		f, a := w.decideLocked(it.Value, now)
+		if f != nil {
+			fired = append(fired, *f)
 		}
-		e := w.event(s, KindCancel, now)
-		e.Reason, e.StopReasonCode, e.FiredAt = v.Reason, StopWallClockExceeded, e.OccurredAt
-		ve := &VerdictError{
-			SessionID: s.id, Window: s.window, Reason: v.Reason,
-			Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: e.FiredAt,
+		if a != nil {
+			acts = append(acts, *a)
 		}
-		s.state.Store(stateEnded)
-		s.endCause = ve
-		delete(w.sessions, s.id)
-		w.rec.enqueue(e)
-		fired = append(fired, firing{s, ve})
 	}
 	w.mu.Unlock()
 	w.rearm()
 	for _, f := range fired {
 		f.s.cancel(f.v)
 	}
+	if len(acts) > 0 {
+		w.act.enqueue(acts)
+	}
 	for _, f := range fired {
 		w.log.Info("watchdog: session cancelled", zap.String("session_id", f.s.id),
 			zap.Int("window", f.s.window), zap.String("reason", f.v.Reason),
-			zap.Duration("elapsed", f.v.Elapsed), zap.Duration("budget", f.v.Budget))
+			zap.Duration("measure", f.v.Elapsed), zap.Duration("limit", f.v.Budget))
 	}
+}
+
+// decideLocked decides session s at now and applies the verdict: a Continue
+// is recorded if it is worth it and rescheduled; an Advise (shadow) records
+// its decision and decides again; an Act records its decision, then ends the
+// window (default action) or hands it to the action goroutine. Called with
+// w.mu held.
+func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
+	for {
+		sn := s.snapshot()
+		v := decide.Decide(s.limits, sn, now)
+		switch v.Action {
+		case decide.Advise:
+			w.rec.enqueue(w.decisionEvent(s, sn, v, now, ModeShadow))
+			s.rules = v.State
+			s.rules.Advised = s.rules.Advised.With(v.Rule)
+			continue
+		case decide.Act:
+			dec := w.decisionEvent(s, sn, v, now, ModeAct)
+			w.rec.enqueue(dec)
+			s.rules = v.State
+			ve := &VerdictError{
+				SessionID: s.id, Window: s.window, Rule: ruleNames[v.Rule], Reason: v.Rule.Reason(),
+				Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: now.UTC(),
+				Recoverable: v.Rule.Recoverable(), DecisionID: dec.ID, Evidence: dec.EvidenceSummary,
+			}
+			if w.action == nil {
+				w.endLocked(s, ve, sn, now)
+				return &firing{s, ve}, nil
+			}
+			s.acting = true
+			return nil, &actItem{s: s, v: ve}
+		default:
+			w.continueLocked(s, sn, v, now)
+			return nil, nil
+		}
+	}
+}
+
+// continueLocked applies a Continue verdict. Called with w.mu held.
+func (w *Watchdog) continueLocked(s *Session, sn decide.Snapshot, v decide.Verdict, now time.Time) {
+	s.rules = v.State
+	if v.Record {
+		w.rec.enqueue(w.verdictEvent(s, sn, v, now))
+	}
+	if !v.Next.IsZero() {
+		w.heap.Push(&s.item, toNanos(v.Next))
+	}
+}
+
+// endLocked ends s's window with verdict ve and records the cancel event,
+// linked to the decision. The caller cancels the context after unlocking.
+// Called with w.mu held.
+func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, now time.Time) {
+	s.state.Store(stateEnded)
+	s.endCause = ve
+	s.acting = false
+	delete(w.sessions, s.id)
+	w.heap.Remove(&s.item)
+	e := w.event(s, KindCancel, now)
+	e.Reason, e.StopReasonCode, e.FiredAt = ve.Reason, ve.StopReasonCode(), e.OccurredAt
+	e.Verdict, e.Rule, e.DecidedByDecisionID = VerdictHardStop, ve.Rule, ve.DecisionID
+	e.Recoverable = &ve.Recoverable
+	e.MeasureSeconds, e.LimitSeconds = ve.Elapsed.Seconds(), ve.Budget.Seconds()
+	e.EvidenceSummary = s.summary(sn, now)
+	e.ChildrenWaitSeconds = s.childWait(sn, now).Seconds()
+	w.rec.enqueue(e)
+}
+
+func (s *Session) childWait(sn decide.Snapshot, now time.Time) time.Duration {
+	d := sn.ChildWait
+	if !sn.ChildWaitOpenSince.IsZero() {
+		d += max(now.Sub(sn.ChildWaitOpenSince), 0)
+	}
+	return d
+}
+
+// verdictEvent records a Continue that is worth it: deferred by evidence,
+// or a stale observation inside the settle window.
+func (w *Watchdog) verdictEvent(s *Session, sn decide.Snapshot, v decide.Verdict, now time.Time) Event {
+	e := w.event(s, KindVerdict, now)
+	e.Verdict, e.Rule = VerdictContinue, ruleNames[v.Rule]
+	e.MeasureSeconds, e.LimitSeconds = v.Elapsed.Seconds(), v.Budget.Seconds()
+	e.EvidenceSummary = s.summary(sn, now)
+	e.ActiveChannel = "none"
+	if v.ActiveChannel >= 0 {
+		e.ActiveChannel = s.channelName(v.ActiveChannel)
+	}
+	if !v.Deferred {
+		e.SettleCount, e.SettleChecks = v.State.StaleChecks, s.limits.SettleChecks
+	}
+	return e
+}
+
+// decisionEvent records a rule's decision to stop the session.
+func (w *Watchdog) decisionEvent(s *Session, sn decide.Snapshot, v decide.Verdict, now time.Time, mode Mode) Event {
+	e := w.event(s, KindDecision, now)
+	e.Verdict, e.Rule, e.Mode, e.Reason = VerdictHardStop, ruleNames[v.Rule], mode, v.Rule.Reason()
+	rec := v.Rule.Recoverable()
+	e.Recoverable = &rec
+	e.MeasureSeconds, e.LimitSeconds = v.Elapsed.Seconds(), v.Budget.Seconds()
+	e.EvidenceSummary = s.summary(sn, now)
+	e.ActiveChannel = "none"
+	e.ChildrenWaitSeconds = s.childWait(sn, now).Seconds()
+	if v.Rule == decide.RuleIdle {
+		e.SettleCount, e.SettleChecks = s.limits.SettleChecks, s.limits.SettleChecks
+	}
+	return e
 }
 
 // armIfEarlier arms the clock timer for due unless it is already armed for
@@ -135,3 +243,173 @@ func (w *Watchdog) setTimerLocked(due int64) {
 	}
 	w.timer = w.clock.AfterFunc(d, w.wake)
 }
+
+// actItem is an acting decision waiting for the configured action.
+type actItem struct {
+	s *Session
+	v *VerdictError
+}
+
+// actor runs the configured ActionFunc on its own goroutine, one at a time.
+// Its queue is unbounded, so a slow action never blocks the scheduler.
+type actor struct {
+	w        *Watchdog
+	mu       sync.Mutex
+	pending  []actItem
+	signal   chan struct{}
+	barriers chan chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+func newActor(w *Watchdog) *actor {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &actor{w: w, signal: make(chan struct{}, 1), barriers: make(chan chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{}), ctx: ctx, cancel: cancel}
+}
+
+// enqueue hands acting decisions to the action goroutine. It never blocks.
+func (a *actor) enqueue(items []actItem) {
+	a.mu.Lock()
+	a.pending = append(a.pending, items...)
+	a.mu.Unlock()
+	select {
+	case a.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (a *actor) drain() {
+	for {
+		a.mu.Lock()
+		items := a.pending
+		a.pending = nil
+		a.mu.Unlock()
+		if len(items) == 0 {
+			return
+		}
+		for _, it := range items {
+			select {
+			case <-a.stop:
+				return
+			default:
+			}
+			a.w.runAction(a.ctx, it)
+		}
+	}
+}
+
+func (a *actor) run() {
+	defer close(a.done)
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-a.signal:
+			a.drain()
+		case b := <-a.barriers:
+			a.drain()
+			close(b)
+		}
+	}
+}
+
+// barrier returns once every decision handed over before the call has been
+// acted on.
+func (a *actor) barrier(ctx context.Context) error {
+	b := make(chan struct{})
+	select {
+	case a.barriers <- b:
+	case <-a.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-b:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (a *actor) close() {
+	a.cancel()
+	close(a.stop)
+	<-a.done
+}
+
+// runAction re-derives the verdict at the action's own instant, runs the
+// configured action if it still acts, and records the outcome.
+func (w *Watchdog) runAction(ctx context.Context, it actItem) {
+	s := it.s
+	now := w.clock.Now()
+	w.mu.Lock()
+	if s.state.Load() != stateRunning {
+		w.mu.Unlock() // the window ended meanwhile: a benign no-op
+		return
+	}
+	sn := s.snapshot()
+	v := decide.Decide(s.limits, sn, now)
+	if v.Action != decide.Act {
+		s.acting = false
+		e := w.event(s, KindSuperseded, now)
+		e.Rule, e.Reason, e.DecidedByDecisionID = it.v.Rule, it.v.Reason, it.v.DecisionID
+		e.EvidenceSummary = s.summary(sn, now)
+		w.rec.enqueue(e)
+		w.continueLocked(s, sn, v, now)
+		due, scheduled := s.item.Due, s.item.Scheduled()
+		w.mu.Unlock()
+		if scheduled {
+			w.armIfEarlier(due)
+		}
+		w.log.Info("watchdog: decision superseded by fresh evidence", zap.String("session_id", s.id),
+			zap.String("rule", it.v.Rule), zap.String("decision_id", it.v.DecisionID))
+		return
+	}
+	w.mu.Unlock()
+
+	err := w.callAction(ctx, s, it.v)
+
+	now = w.clock.Now()
+	w.mu.Lock()
+	if s.state.Load() != stateRunning {
+		w.mu.Unlock()
+		return
+	}
+	s.acting = false
+	if err != nil {
+		e := w.event(s, KindActionFailed, now)
+		e.Rule, e.Reason, e.DecidedByDecisionID, e.Error = it.v.Rule, it.v.Reason, it.v.DecisionID, err.Error()
+		w.rec.enqueue(e)
+		due := toNanos(now.Add(s.limits.SettleInterval))
+		w.heap.Push(&s.item, due)
+		w.mu.Unlock()
+		w.armIfEarlier(due)
+		w.log.Error("watchdog: action failed; the session keeps running and the rule is looked at again",
+			zap.String("session_id", s.id), zap.String("rule", it.v.Rule),
+			zap.String("decision_id", it.v.DecisionID), zap.Error(err))
+		return
+	}
+	w.endLocked(s, it.v, sn, now)
+	w.mu.Unlock()
+	s.cancel(it.v)
+	w.log.Info("watchdog: session stopped by action", zap.String("session_id", s.id),
+		zap.String("reason", it.v.Reason), zap.String("decision_id", it.v.DecisionID))
+}
+
+// callAction runs the user's action, turning a panic into an error.
+func (w *Watchdog) callAction(ctx context.Context, s *Session, v *VerdictError) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &panicError{r}
+		}
+	}()
+	return w.action(ctx, s, v)
+}
+
+type panicError struct{ v any }
+
+func (p *panicError) Error() string { return "watchdog: action panicked: " + fmtAny(p.v) }

@@ -31,8 +31,8 @@ func TestRealClockInsideASynctestBubble(t *testing.T) {
 		synctest.Wait() // the recorder has appended the cancel
 		evs, err := store.Load(context.Background(), "bubble")
 		require.NoError(t, err)
-		require.Equal(t, []string{watchdog.KindStart, watchdog.KindCancel}, kinds(evs))
-		assert.True(t, evs[1].FiredAt.Equal(start.Add(10*time.Second+time.Nanosecond)))
+		require.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
+		assert.True(t, evs[2].FiredAt.Equal(start.Add(10*time.Second+time.Nanosecond)))
 
 		require.NoError(t, w.Close(context.Background()))
 	})

@@ -14,15 +14,27 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/fsnotify/fsnotify"
 	"go.uber.org/zap"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
 	"github.com/sessionwatchdog/watchdog/internal/sched"
 )
 
-// ReasonWallClockExceeded is the reason recorded on a cancel event whose
-// window outran its wall-clock budget.
-const ReasonWallClockExceeded = decide.ReasonWallClockExceeded
+// Reasons recorded on decision and cancel events, one per rule.
+const (
+	// ReasonWallClockExceeded: the window outran its wall-clock budget.
+	ReasonWallClockExceeded = decide.ReasonWallClock
+	// ReasonSessionCeilingExceeded: the session outran
+	// Policy.SessionCeiling (SESSION_CEILING_EXCEEDED).
+	ReasonSessionCeilingExceeded = decide.ReasonSessionCeiling
+	// ReasonChildrenPersistTooLong: the window waited on children longer
+	// than Policy.ChildrenWaitCeiling (CHILDREN_PERSIST_TOO_LONG).
+	ReasonChildrenPersistTooLong = decide.ReasonChildrenWait
+	// ReasonNoOutputDeadline: stdout was silent past Policy.IdleWindow
+	// with no fresher evidence elsewhere (NO_OUTPUT_DEADLINE, HARD_STOP).
+	ReasonNoOutputDeadline = decide.ReasonNoOutput
+)
 
 // Stop reason codes of the result envelope (Result.StopReasonCode) and of
 // terminal events (Event.StopReasonCode).
@@ -37,6 +49,16 @@ const (
 	// StopWallClockExceeded: the watchdog cancelled the window because
 	// its wall-clock budget ran out. Resumable: a resume opens a fresh window.
 	StopWallClockExceeded = "watchdog_wall_clock_exceeded"
+	// StopIdleTimeout: the idle rule cancelled the window (stdout silent
+	// past the idle window, no fresher evidence). Resumable, and
+	// recoverable: a recovery layer may retry.
+	StopIdleTimeout = "watchdog_idle_timeout"
+	// StopSessionCeilingExceeded: the session outran its ceiling. Not
+	// resumable: the ceiling counts from the session's start.
+	StopSessionCeilingExceeded = "watchdog_session_ceiling_exceeded"
+	// StopChildrenPersistTooLong: the window waited on children past the
+	// ceiling. Resumable (a new window starts a new account).
+	StopChildrenPersistTooLong = "watchdog_children_persist_too_long"
 	// StopWatchdogClosed: the Watchdog was closed while the session ran. No
 	// terminal event is recorded, so a resume continues the same window.
 	StopWatchdogClosed = "watchdog_closed"
@@ -46,10 +68,14 @@ const (
 // deadline heap: no goroutine, ticker or timer per session. Create it with New
 // and release it with Close. All methods are safe for concurrent use.
 type Watchdog struct {
-	clock Clock
-	store EventStore
-	log   *zap.Logger
-	rec   *recorder
+	clock      Clock
+	store      EventStore
+	log        *zap.Logger
+	rec        *recorder
+	act        *actor
+	action     ActionFunc
+	resolution time.Duration
+	coarse     coarseClock
 
 	idPrefix string
 	idSeq    atomic.Uint64
@@ -71,6 +97,9 @@ type Watchdog struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	ws     *workspaceMonitor              // started on first WatchWorkspace; guarded by mu
+	wsHook func(*Session, fsnotify.Event) // tests only
 }
 
 // New returns a running Watchdog. Without options it records to a private
@@ -94,19 +123,29 @@ func New(opts ...Option) *Watchdog {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	w := &Watchdog{
-		clock:    c.clock,
-		store:    c.store,
-		log:      c.log,
-		rec:      newRecorder(c),
-		idPrefix: hex.EncodeToString(b[:]) + "-",
-		sessions: make(map[string]*Session),
-		wakeCh:   make(chan struct{}, 1),
-		checkCh:  make(chan chan struct{}),
-		done:     make(chan struct{}),
+		clock:      c.clock,
+		store:      c.store,
+		log:        c.log,
+		rec:        newRecorder(c),
+		action:     c.action,
+		resolution: c.resolution,
+		idPrefix:   hex.EncodeToString(b[:]) + "-",
+		sessions:   make(map[string]*Session),
+		wakeCh:     make(chan struct{}, 1),
+		checkCh:    make(chan chan struct{}),
+		done:       make(chan struct{}),
 	}
+	w.act = newActor(w)
+	w.coarse.now.Store(toNanos(w.clock.Now()))
 	w.wg.Add(2)
 	go func() { defer w.wg.Done(); w.rec.run() }()
 	go func() { defer w.wg.Done(); w.schedule() }()
+	if w.action != nil {
+		w.wg.Add(1)
+		go func() { defer w.wg.Done(); w.act.run() }()
+	} else {
+		close(w.act.done)
+	}
 	return w
 }
 
@@ -138,6 +177,14 @@ type Session struct {
 	state    atomic.Uint32 // written under w.mu
 	endCause error         // why the window ended; written under w.mu with stateEnded
 	item     sched.Item[*Session]
+
+	ev       []chanState  // evidence, indexed by Channel
+	channels []string     // names of the policy's extra channels
+	waits    childWaits   // guarded by w.mu
+	rules    decide.State // the rules' memory; guarded by w.mu
+	acting   bool         // a decision waits for the action goroutine; guarded by w.mu
+
+	observedSince time.Time // when this Session began recording evidence
 }
 
 // ID returns the session id.
@@ -272,9 +319,22 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 }
 
 func (w *Watchdog) newSession(ctx context.Context, id string, p Policy) *Session {
-	s := &Session{w: w, id: id, parent: ctx, limits: decide.Limits{WallClock: p.withDefaults().WallClock}}
-	s.ctx, s.cancel = context.WithCancelCause(ctx)
+	s := &Session{w: w, id: id, parent: ctx, limits: p.limits(), channels: p.Channels}
+	s.ev = make([]chanState, len(builtinChannels)+len(p.Channels))
+	for i := range s.ev {
+		s.ev[i].last.Store(decide.Never)
+	}
+	s.ctx, s.cancel = context.WithCancelCause(context.WithValue(ctx, sessionKey{}, s))
 	s.item.Value = s
+	return s
+}
+
+type sessionKey struct{}
+
+// FromContext returns the Session whose context ctx is or derives from, or
+// nil. Handlers use it to record evidence without plumbing the Session.
+func FromContext(ctx context.Context) *Session {
+	s, _ := ctx.Value(sessionKey{}).(*Session)
 	return s
 }
 
@@ -303,7 +363,8 @@ func (w *Watchdog) release(s *Session) {
 // activate registers s (already reserved when reserved is true), schedules
 // its deadline, enqueues its lifecycle event and arms the timer.
 func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
-	due := toNanos(s.windowStartedAt.Add(s.limits.WallClock).Add(time.Nanosecond))
+	now := w.clock.Now()
+	w.coarse.refresh(toNanos(now))
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -315,8 +376,14 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 	}
 	w.sessions[s.id] = s
 	s.state.Store(stateRunning)
+	s.observedSince = now.UTC()
+	v := decide.Decide(s.limits, s.snapshot(), now)
+	due := toNanos(v.Next)
+	if v.Action != decide.Continue || v.Record || v.Next.IsZero() {
+		due = toNanos(now) // already due: the scheduler decides it
+	}
 	w.heap.Push(&s.item, due)
-	w.rec.enqueue(w.event(s, kind, w.clock.Now()))
+	w.rec.enqueue(w.event(s, kind, now))
 	w.mu.Unlock()
 	w.armIfEarlier(due)
 	return nil
@@ -462,7 +529,8 @@ func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error
 	switch {
 	case errors.As(cause, &v):
 		res.StopReasonCode = v.StopReasonCode()
-		res.Elapsed = v.Elapsed
+		res.Resumable = v.Resumable()
+		res.Elapsed = v.FiredAt.Sub(s.windowStartedAt)
 	case errors.Is(cause, ErrClosed):
 		res.StopReasonCode = StopWatchdogClosed
 	default:
@@ -494,6 +562,11 @@ func (w *Watchdog) Check(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if w.action != nil {
+		if err := w.act.barrier(ctx); err != nil {
+			return err
+		}
+	}
 	return w.rec.barrier(ctx)
 }
 
@@ -522,6 +595,12 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		w.mu.Unlock()
 
 		close(w.done)
+		w.stopTicks()
+		if w.action != nil {
+			w.act.close()
+		} else {
+			close(w.act.stop)
+		}
 		w.timerMu.Lock()
 		if w.timer != nil {
 			w.timer.Stop()
@@ -531,6 +610,12 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		w.timerMu.Unlock()
 		for _, s := range live {
 			s.cancel(ErrClosed)
+		}
+		w.mu.Lock()
+		ws := w.ws
+		w.mu.Unlock()
+		if ws != nil {
+			ws.close()
 		}
 		w.closeErr = w.rec.close(ctx)
 		w.wg.Wait()

@@ -66,8 +66,14 @@ func TestCliTodoLoopIsCancelledJustPastItsTenSecondBudget(t *testing.T) {
 
 	require.NoError(t, w.Check(context.Background()))
 	evs := load(t, store, "cli-todo")
-	require.Equal(t, []string{watchdog.KindStart, watchdog.KindCancel}, kinds(evs))
-	c := evs[1]
+	require.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
+	d, c := evs[1], evs[2]
+	assert.Equal(t, watchdog.VerdictHardStop, d.Verdict)
+	assert.Equal(t, watchdog.ModeAct, d.Mode)
+	assert.Equal(t, "wall_clock", d.Rule)
+	assert.Equal(t, d.ID, c.DecidedByDecisionID, "the outcome links its decision")
+	require.NotNil(t, c.Recoverable)
+	assert.False(t, *c.Recoverable, "the wall clock is never retried by a recovery layer")
 	assert.Equal(t, "runtime_control", c.AggregateType)
 	assert.Equal(t, "cli-todo", c.AggregateID)
 	assert.Equal(t, "runtime.watchdog.cancel", c.Kind)
@@ -82,6 +88,7 @@ func TestCliTodoLoopIsCancelledJustPastItsTenSecondBudget(t *testing.T) {
 	assert.Equal(t, 10.0, c.ConfiguredBudgetSeconds)
 	assert.NotEmpty(t, c.ID)
 	assert.NotEqual(t, evs[0].ID, c.ID)
+	assert.Less(t, d.Seq, c.Seq, "the decision is recorded before the outcome")
 
 	var wire map[string]any
 	b, err := json.Marshal(c)
@@ -176,9 +183,9 @@ func TestResumeBeforeTheFireKeepsTheOriginalStartAcrossARestart(t *testing.T) {
 	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
 
 	evs := load(t, store, "s")
-	require.Equal(t, []string{watchdog.KindStart, watchdog.KindResume, watchdog.KindCancel}, kinds(evs))
-	assert.Equal(t, t0.Add(10*time.Second+time.Nanosecond), evs[2].FiredAt)
-	assert.Equal(t, 1, evs[2].Window)
+	require.Equal(t, []string{watchdog.KindStart, watchdog.KindResume, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
+	assert.Equal(t, t0.Add(10*time.Second+time.Nanosecond), evs[3].FiredAt)
+	assert.Equal(t, 1, evs[3].Window)
 }
 
 func TestResumeAfterTheCancelOpensAFreshWindowAtTheResumeMoment(t *testing.T) {
@@ -208,11 +215,11 @@ func TestResumeAfterTheCancelOpensAFreshWindowAtTheResumeMoment(t *testing.T) {
 	require.ErrorIs(t, context.Cause(s2.Context()), watchdog.ErrWallClockExceeded)
 
 	evs := load(t, store, "s")
-	require.Equal(t, []string{watchdog.KindStart, watchdog.KindCancel, watchdog.KindResume, watchdog.KindCancel}, kinds(evs))
-	assert.Equal(t, 2, evs[3].Window)
-	assert.Equal(t, resumeAt.Add(10*time.Second+time.Nanosecond), evs[3].FiredAt)
-	assert.Equal(t, t0, evs[3].SessionStartedAt)
-	assert.Equal(t, resumeAt, evs[3].WindowStartedAt)
+	require.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel, watchdog.KindResume, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
+	assert.Equal(t, 2, evs[5].Window)
+	assert.Equal(t, resumeAt.Add(10*time.Second+time.Nanosecond), evs[5].FiredAt)
+	assert.Equal(t, t0, evs[5].SessionStartedAt)
+	assert.Equal(t, resumeAt, evs[5].WindowStartedAt)
 }
 
 // A cancel that this Watchdog has not managed to record yet still counts:
@@ -238,7 +245,7 @@ func TestResumeSeesThisWatchdogsUnrecordedCancel(t *testing.T) {
 	store.setFail(0)
 	advance(t, mock, watchdog.DefaultRetryMax, w)
 	evs := load(t, store, "s")
-	require.Equal(t, []string{watchdog.KindStart, watchdog.KindCancel, watchdog.KindResume}, kinds(evs))
+	require.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel, watchdog.KindResume}, kinds(evs))
 }
 
 func TestResumeOfAnUnknownSessionFails(t *testing.T) {
@@ -276,8 +283,8 @@ func TestTenThousandSessionsDueAtTheSameInstantAllFireExactlyOnce(t *testing.T) 
 	for i, s := range sessions {
 		require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded, "session %d", i)
 		evs := load(t, store, s.ID())
-		require.Equal(t, []string{watchdog.KindStart, watchdog.KindCancel}, kinds(evs), "session %d", i)
-		assert.Equal(t, t0.Add(time.Minute+time.Nanosecond), evs[1].FiredAt)
+		require.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs), "session %d", i)
+		assert.Equal(t, t0.Add(time.Minute+time.Nanosecond), evs[2].FiredAt)
 		cancels++
 	}
 	assert.Equal(t, n, cancels)
@@ -311,14 +318,15 @@ func TestConcurrentStopAndFireRecordExactlyOneTerminalEvent(t *testing.T) {
 	require.NoError(t, w.Check(context.Background()))
 	for i, s := range sessions {
 		evs := load(t, store, s.ID())
-		require.Len(t, evs, 2, "session %d: %v", i, kinds(evs))
-		switch evs[1].Kind {
+		terminal := evs[len(evs)-1]
+		require.Equal(t, 1, countKind(evs, watchdog.KindStop)+countKind(evs, watchdog.KindCancel), "session %d: %v", i, kinds(evs))
+		switch terminal.Kind {
 		case watchdog.KindStop:
 			require.NoError(t, stopErrs[i])
 		case watchdog.KindCancel:
 			require.ErrorIs(t, stopErrs[i], watchdog.ErrWallClockExceeded)
 		default:
-			t.Fatalf("session %d: terminal kind %q", i, evs[1].Kind)
+			t.Fatalf("session %d: terminal kind %q", i, terminal.Kind)
 		}
 	}
 }
@@ -334,7 +342,7 @@ func TestDuplicateStartIsRefusedAndRecordsNothing(t *testing.T) {
 	_, err = w.Resume(context.Background(), "s", watchdog.Policy{})
 	require.ErrorIs(t, err, watchdog.ErrAlreadyWatched)
 	advance(t, mock, 2*time.Second, w)
-	require.Equal(t, []string{watchdog.KindStart, watchdog.KindCancel}, kinds(load(t, store, "s")))
+	require.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(load(t, store, "s")))
 }
 
 // Two Watchdogs resuming the same session from one store both fire; the store
@@ -380,8 +388,8 @@ func TestFailingStoreCancelsOnTimeAndRecordsTheEventOnceLater(t *testing.T) {
 		advance(t, mock, watchdog.DefaultRetryMax, w)
 	}
 	evs := load(t, store, "s")
-	require.Equal(t, []string{watchdog.KindStart, watchdog.KindCancel}, kinds(evs))
-	assert.Equal(t, t0.Add(10*time.Second+time.Nanosecond), evs[1].FiredAt, "the record keeps the fire instant")
+	require.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
+	assert.Equal(t, t0.Add(10*time.Second+time.Nanosecond), evs[2].FiredAt, "the record keeps the fire instant")
 	assert.Equal(t, 5, store.fails)
 }
 
@@ -405,8 +413,8 @@ func TestSlowStoreDoesNotDelayOtherSessionsCancels(t *testing.T) {
 
 	close(gate)
 	require.NoError(t, w.Close(context.Background()))
-	assert.Equal(t, []string{watchdog.KindStart, watchdog.KindCancel}, kinds(load(t, store, "a")))
-	assert.Equal(t, []string{watchdog.KindStart, watchdog.KindCancel}, kinds(load(t, store, "b")))
+	assert.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(load(t, store, "a")))
+	assert.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(load(t, store, "b")))
 }
 
 func TestCloseNamesEveryEventItCouldNotRecord(t *testing.T) {

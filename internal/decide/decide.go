@@ -6,53 +6,280 @@ package decide
 
 import "time"
 
+// Rule names one rule of the watchdog. The absolute rules (wall clock and the
+// ceilings) act as soon as they are exceeded; the idle rule waits for its
+// settle window and can be deferred by evidence.
+type Rule uint8
+
+// The rules, in the order they are checked.
+const (
+	RuleSessionCeiling Rule = iota
+	RuleChildrenWait
+	RuleWallClock
+	RuleIdle
+	NumRules
+)
+
+// RuleSet is a set of rules.
+type RuleSet uint8
+
+// Has reports whether r is in the set.
+func (s RuleSet) Has(r Rule) bool { return s&(1<<r) != 0 }
+
+// With returns the set plus r.
+func (s RuleSet) With(r Rule) RuleSet { return s | 1<<r }
+
+// Without returns the set minus r.
+func (s RuleSet) Without(r Rule) RuleSet { return s &^ (1 << r) }
+
+// Reasons, recorded on decision and cancel events.
+const (
+	ReasonSessionCeiling = "session_ceiling_exceeded"
+	ReasonChildrenWait   = "children_persist_too_long"
+	ReasonWallClock      = "wall_clock_exceeded"
+	ReasonNoOutput       = "no_output_deadline"
+)
+
+// Reason returns the reason string of r.
+func (r Rule) Reason() string {
+	switch r {
+	case RuleSessionCeiling:
+		return ReasonSessionCeiling
+	case RuleChildrenWait:
+		return ReasonChildrenWait
+	case RuleWallClock:
+		return ReasonWallClock
+	case RuleIdle:
+		return ReasonNoOutput
+	}
+	return "unknown"
+}
+
+// Recoverable reports whether a recovery layer may retry after r fired: only
+// the idle rule is; the wall clock and the ceilings are never retried.
+func (r Rule) Recoverable() bool { return r == RuleIdle }
+
 // Action is what a verdict asks the watchdog to do.
 type Action uint8
 
 const (
 	// Continue leaves the session running until Verdict.Next.
 	Continue Action = iota
-	// Cancel ends the session's window.
-	Cancel
+	// Act ends the session's window: the rule fired in act mode.
+	Act
+	// Advise records the decision of a rule in shadow mode and does
+	// nothing else; the caller adds the rule to State.Advised and decides
+	// again.
+	Advise
 )
 
-// ReasonWallClockExceeded is the reason of a verdict whose window outran its
-// wall-clock budget.
-const ReasonWallClockExceeded = "wall_clock_exceeded"
-
 // Limits are the resolved (defaults applied, validated) limits of a session.
+// A zero duration turns its rule off, except WallClock, which is always on.
 type Limits struct {
-	WallClock time.Duration
+	WallClock        time.Duration
+	SessionCeiling   time.Duration
+	ChildWaitCeiling time.Duration
+	IdleWindow       time.Duration
+	EvidenceTTL      time.Duration // 0: no deferral (stdout only)
+	StartupGrace     time.Duration
+	MaxIdleDeferral  time.Duration // 0: no cap
+	SettleChecks     int           // >= 1
+	SettleInterval   time.Duration // > 0
+	Shadow           RuleSet       // rules in shadow (advise) mode
+}
+
+// Never marks a channel that has recorded no evidence.
+const Never int64 = -1 << 63
+
+// Channel is the evidence of one channel. Channel 0 is the baseline (stdout).
+type Channel struct {
+	Last  int64 // Unix nanoseconds of the latest evidence, or Never
+	Count uint64
+}
+
+// State is the rules' memory between two decisions. The caller stores the
+// verdict's State and passes it back in the next Snapshot.
+type State struct {
+	// StaleChecks counts consecutive stale observations of the idle rule.
+	StaleChecks int
+	// SettleDueAt is when the next stale observation may be counted.
+	SettleDueAt time.Time
+	// Advised holds the rules whose shadow decision is already recorded:
+	// the absolute rules for the rest of the window, the idle rule until a
+	// fresh observation.
+	Advised RuleSet
 }
 
 // Snapshot is what the decision needs to know about a session.
 type Snapshot struct {
-	// WindowStartedAt is when the current window began: the session's start
-	// for window 1, the resume moment for a window opened after a terminal
-	// event.
-	WindowStartedAt time.Time
+	SessionStartedAt time.Time
+	WindowStartedAt  time.Time
+	// ObservedSince is when evidence began to be recorded for this
+	// window (the Start or Resume that attached it); without baseline
+	// evidence the idle rule measures silence from ObservedSince plus the
+	// startup grace. Zero means WindowStartedAt.
+	ObservedSince time.Time
+	Channels      []Channel
+	// ChildWait is the time spent waiting on children in closed waits;
+	// ChildWaitOpenSince is when the current wait began (zero if none).
+	ChildWait          time.Duration
+	ChildWaitOpenSince time.Time
+	State              State
 }
 
 // Verdict is the outcome of Decide.
 type Verdict struct {
-	Action  Action
-	Reason  string        // set when Action is Cancel
-	Elapsed time.Duration // now minus the window start
-	Budget  time.Duration // the wall-clock budget in force
-	// Next is the earliest instant at which the verdict can change: the
-	// first nanosecond at which Elapsed exceeds Budget. Zero for Cancel.
+	Action Action
+	// Rule is the rule that acted or advised; for a recorded Continue, the
+	// idle rule.
+	Rule Rule
+	// Record reports whether the verdict is worth an event: every Act and
+	// Advise, and the idle rule's deferred and settling Continues. A plain
+	// "nothing is due" Continue is not recorded.
+	Record bool
+	// Deferred: the baseline is silent past the idle window but fresher
+	// evidence on ActiveChannel justified waiting.
+	Deferred bool
+	// ActiveChannel is the channel that justified waiting, or -1.
+	ActiveChannel int
+	// Elapsed and Budget describe the rule's measure: for the wall clock,
+	// the window's age and budget; for the session ceiling, the session's
+	// age and ceiling; for the children wait, the cumulative wait and
+	// ceiling; for the idle rule, the baseline's silence and the idle
+	// window.
+	Elapsed time.Duration
+	Budget  time.Duration
+	// Next is the earliest instant at which the verdict can change. Zero
+	// for Act.
 	Next time.Time
+	// State is the rules' memory after this decision.
+	State State
+}
+
+func after(t time.Time, d time.Duration) time.Time { return t.Add(d).Add(time.Nanosecond) }
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // Decide returns the verdict for session s under limits l at instant now.
-// The session fires when now - s.WindowStartedAt > l.WallClock (strictly).
+// Absolute rules fire when their measure exceeds their limit (strictly),
+// before any deferral is considered. The idle rule fires after
+// l.SettleChecks consecutive stale observations spaced by l.SettleInterval;
+// the baseline is stale when it has been silent for more than l.IdleWindow
+// since its last evidence (or since the startup grace ended, if it never
+// had any), unless a non-baseline channel's evidence is at most
+// l.EvidenceTTL old and the idle episode has not been deferred for more than
+// l.MaxIdleDeferral.
 func Decide(l Limits, s Snapshot, now time.Time) Verdict {
-	v := Verdict{Elapsed: now.Sub(s.WindowStartedAt), Budget: l.WallClock}
-	if v.Elapsed > l.WallClock {
-		v.Action = Cancel
-		v.Reason = ReasonWallClockExceeded
+	v := Verdict{ActiveChannel: -1, State: s.State}
+	if s.WindowStartedAt.IsZero() || s.SessionStartedAt.IsZero() {
+		return v // never act on missing data
+	}
+	act := func(r Rule, elapsed, budget time.Duration) Verdict {
+		v.Rule, v.Elapsed, v.Budget, v.Record = r, elapsed, budget, true
+		if l.Shadow.Has(r) {
+			v.Action = Advise
+		} else {
+			v.Action = Act
+		}
+		v.Next = time.Time{}
 		return v
 	}
-	v.Next = s.WindowStartedAt.Add(l.WallClock).Add(time.Nanosecond)
+
+	// Absolute rules: no evidence extends them.
+	if l.SessionCeiling > 0 && !s.State.Advised.Has(RuleSessionCeiling) {
+		age := now.Sub(s.SessionStartedAt)
+		if age > l.SessionCeiling {
+			return act(RuleSessionCeiling, age, l.SessionCeiling)
+		}
+		v.Next = earliest(v.Next, after(s.SessionStartedAt, l.SessionCeiling))
+	}
+	if l.ChildWaitCeiling > 0 && !s.State.Advised.Has(RuleChildrenWait) {
+		wait := s.ChildWait
+		if !s.ChildWaitOpenSince.IsZero() {
+			wait += max(now.Sub(s.ChildWaitOpenSince), 0)
+		}
+		if wait > l.ChildWaitCeiling {
+			return act(RuleChildrenWait, wait, l.ChildWaitCeiling)
+		}
+		if !s.ChildWaitOpenSince.IsZero() {
+			v.Next = earliest(v.Next, after(now, l.ChildWaitCeiling-wait))
+		}
+	}
+	if !s.State.Advised.Has(RuleWallClock) {
+		age := now.Sub(s.WindowStartedAt)
+		if age > l.WallClock {
+			return act(RuleWallClock, age, l.WallClock)
+		}
+		v.Next = earliest(v.Next, after(s.WindowStartedAt, l.WallClock))
+	}
+	if l.IdleWindow <= 0 || len(s.Channels) == 0 {
+		return v
+	}
+
+	// The idle rule.
+	base := s.Channels[0]
+	observed := s.ObservedSince
+	if observed.IsZero() {
+		observed = s.WindowStartedAt
+	}
+	ref := observed.Add(l.StartupGrace)
+	if base.Last != Never {
+		ref = time.Unix(0, base.Last)
+	}
+	idleDue := ref.Add(l.IdleWindow) // silent for more than the window after this
+	fresh := func() Verdict {
+		v.State.StaleChecks, v.State.SettleDueAt = 0, time.Time{}
+		v.State.Advised = v.State.Advised.Without(RuleIdle)
+		return v
+	}
+	if !now.After(idleDue) {
+		v.Next = earliest(v.Next, idleDue.Add(time.Nanosecond))
+		return fresh()
+	}
+	silence := now.Sub(ref)
+	if l.EvidenceTTL > 0 {
+		capped := l.MaxIdleDeferral > 0 && now.Sub(idleDue) > l.MaxIdleDeferral
+		best, bestLast := -1, Never
+		for i, c := range s.Channels[1:] {
+			if c.Last != Never && c.Last > bestLast {
+				best, bestLast = i+1, c.Last
+			}
+		}
+		if best > 0 && !capped && now.Sub(time.Unix(0, bestLast)) <= l.EvidenceTTL {
+			v.Deferred, v.ActiveChannel, v.Record, v.Rule = true, best, true, RuleIdle
+			v.Elapsed, v.Budget = silence, l.IdleWindow
+			v.Next = earliest(v.Next, after(time.Unix(0, bestLast), l.EvidenceTTL))
+			if l.MaxIdleDeferral > 0 {
+				v.Next = earliest(v.Next, after(idleDue, l.MaxIdleDeferral))
+			}
+			return fresh()
+		}
+	}
+	if s.State.Advised.Has(RuleIdle) {
+		// Already advised for this idle episode: look again one idle
+		// window later to notice the end of the episode.
+		v.Next = earliest(v.Next, now.Add(l.IdleWindow))
+		return v
+	}
+	// A stale observation. Count it only at its settle instant, so that an
+	// earlier look (another rule's deadline) never shortens the window.
+	if !s.State.SettleDueAt.IsZero() && now.Before(s.State.SettleDueAt) {
+		v.Next = earliest(v.Next, s.State.SettleDueAt)
+		return v
+	}
+	v.State.StaleChecks = s.State.StaleChecks + 1
+	if v.State.StaleChecks >= l.SettleChecks {
+		v.State.SettleDueAt = time.Time{}
+		v.State.StaleChecks = 0
+		return act(RuleIdle, silence, l.IdleWindow)
+	}
+	v.State.SettleDueAt = now.Add(l.SettleInterval)
+	v.Rule, v.Record, v.Elapsed, v.Budget = RuleIdle, true, silence, l.IdleWindow
+	v.Next = earliest(v.Next, v.State.SettleDueAt)
 	return v
 }

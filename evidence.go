@@ -1,0 +1,310 @@
+package watchdog
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sessionwatchdog/watchdog/internal/decide"
+)
+
+// Channel identifies an evidence channel of a session: one of the four
+// built-in channels, or one named in Policy.Channels (see Session.Channel).
+type Channel int
+
+// The built-in channels.
+const (
+	// ChannelStdout is the baseline: the agent's output. The idle rule
+	// measures silence on this channel.
+	ChannelStdout Channel = iota
+	// ChannelMCPTool records tool calls and their completions.
+	ChannelMCPTool
+	// ChannelSubagent records delegated children's progress, tool calls and
+	// heartbeats.
+	ChannelSubagent
+	// ChannelWorkspace records file changes in the session's workspace.
+	ChannelWorkspace
+)
+
+var builtinChannels = []string{"stdout", "mcp_tool", "subagent", "workspace"}
+
+// chanState is one channel's evidence. Written lock-free from any goroutine.
+type chanState struct {
+	last     atomic.Int64  // Unix ns of the latest evidence (coarse), or decide.Never
+	count    atomic.Uint64 // distinct instants with evidence
+	progress atomic.Uint64 // highest progress value seen
+}
+
+// Touch records evidence of work on channel ch at the current instant (at the
+// Watchdog's evidence resolution). It is the hot path: lock-free, free of
+// allocations, safe from any goroutine, cheap enough to call on every line of
+// output. A channel outside the session's channels is ignored. Touching a
+// session whose window has ended has no effect on any verdict.
+func (s *Session) Touch(ch Channel) {
+	if uint(ch) < uint(len(s.ev)) {
+		s.mark(&s.ev[ch])
+	}
+}
+
+func (s *Session) mark(c *chanState) {
+	now := s.w.coarseNow()
+	if c.last.Load() != now {
+		c.last.Store(now)
+		c.count.Add(1)
+	}
+}
+
+// Progress records a heartbeat that carries a progress value (a sub-agent's
+// step count, bytes written) on channel ch. It counts as evidence only when
+// value exceeds every value recorded on ch before (the first counts if it is
+// above zero), so a ticker that keeps pinging for a wedged worker does not
+// keep it alive. It reports whether the heartbeat counted. Lock-free and free
+// of allocations.
+func (s *Session) Progress(ch Channel, value uint64) bool {
+	if uint(ch) >= uint(len(s.ev)) {
+		return false
+	}
+	c := &s.ev[ch]
+	for {
+		p := c.progress.Load()
+		if value <= p {
+			return false
+		}
+		if c.progress.CompareAndSwap(p, value) {
+			s.mark(c)
+			return true
+		}
+	}
+}
+
+// Channel returns the channel named name: a built-in name ("stdout",
+// "mcp_tool", "subagent", "workspace") or one of the policy's Channels.
+func (s *Session) Channel(name string) (Channel, error) {
+	for i, n := range builtinChannels {
+		if n == name {
+			return Channel(i), nil
+		}
+	}
+	for i, n := range s.channels {
+		if n == name {
+			return Channel(len(builtinChannels) + i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: session %q has no evidence channel %q", ErrInvalidArgument, s.id, name)
+}
+
+func (s *Session) channelName(i int) string {
+	if i < len(builtinChannels) {
+		return builtinChannels[i]
+	}
+	return s.channels[i-len(builtinChannels)]
+}
+
+// Writer returns an io.Writer that records evidence on ch for every non-empty
+// write, then passes the bytes to w (or discards them when w is nil). Use it
+// for exec.Cmd's Stdout and Stderr and for log pipes. It is as safe for
+// concurrent use as w.
+func (s *Session) Writer(ch Channel, w io.Writer) io.Writer {
+	if w == nil {
+		w = io.Discard
+	}
+	return &evidenceWriter{s: s, ch: ch, w: w}
+}
+
+type evidenceWriter struct {
+	s  *Session
+	ch Channel
+	w  io.Writer
+}
+
+func (e *evidenceWriter) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		e.s.Touch(e.ch)
+	}
+	return e.w.Write(p)
+}
+
+// ChildWait is one open wait on children (see Session.BeginChildWait).
+type ChildWait struct {
+	s    *Session
+	done atomic.Bool
+}
+
+// childWaits accounts the time a window spends waiting on children: the
+// union of open waits, so nested and concurrent waits count once. Guarded by
+// the Watchdog's lock.
+type childWaits struct {
+	open      int
+	openSince time.Time
+	closed    time.Duration
+}
+
+// BeginChildWait starts accounting a wait on children (a sub-agent, a tool
+// subprocess) against Policy.ChildrenWaitCeiling, and arms the scheduler for
+// the ceiling before it returns. Call End on the result when the wait is
+// over. Waits may nest and overlap: the ceiling counts the time during which
+// at least one is open. Safe for concurrent use.
+func (s *Session) BeginChildWait() *ChildWait {
+	w := s.w
+	now := w.clock.Now()
+	w.mu.Lock()
+	if s.waits.open == 0 {
+		s.waits.openSince = now
+	}
+	s.waits.open++
+	due := int64(math.MaxInt64)
+	if c := s.limits.ChildWaitCeiling; c > 0 && s.state.Load() == stateRunning && s.item.Scheduled() {
+		due = toNanos(now.Add(c - s.waits.closed).Add(time.Nanosecond))
+		if due < s.item.Due {
+			w.heap.Push(&s.item, due)
+		}
+	}
+	w.mu.Unlock()
+	if due != math.MaxInt64 {
+		w.armIfEarlier(due)
+	}
+	return &ChildWait{s: s}
+}
+
+// End closes the wait. Calls after the first are no-ops.
+func (c *ChildWait) End() {
+	if c == nil || !c.done.CompareAndSwap(false, true) {
+		return
+	}
+	w := c.s.w
+	now := w.clock.Now()
+	w.mu.Lock()
+	cw := &c.s.waits
+	if cw.open--; cw.open == 0 {
+		cw.closed += max(now.Sub(cw.openSince), 0)
+		cw.openSince = time.Time{}
+	}
+	w.mu.Unlock()
+}
+
+// EvidenceEntry is one channel's evidence at a verdict, as recorded in
+// Event.EvidenceSummary.
+type EvidenceEntry struct {
+	// Channel is the channel's name.
+	Channel string `json:"channel"`
+	// LastAt is the instant of the channel's latest evidence; nil if the
+	// channel recorded none in this window.
+	LastAt *time.Time `json:"last_at"`
+	// AgeSeconds is the verdict's instant minus LastAt; nil with LastAt.
+	AgeSeconds *float64 `json:"age_seconds"`
+	// Counter is how many distinct instants (at the evidence resolution)
+	// the channel recorded evidence at: a lower bound of the number of
+	// Touch calls.
+	Counter uint64 `json:"counter"`
+}
+
+// snapshot reads the session for the decision. Called with w.mu held.
+func (s *Session) snapshot() decide.Snapshot {
+	chs := make([]decide.Channel, len(s.ev))
+	for i := range s.ev {
+		chs[i] = decide.Channel{Last: s.ev[i].last.Load(), Count: s.ev[i].count.Load()}
+	}
+	return decide.Snapshot{
+		SessionStartedAt:   s.sessionStartedAt,
+		WindowStartedAt:    s.windowStartedAt,
+		ObservedSince:      s.observedSince,
+		Channels:           chs,
+		ChildWait:          s.waits.closed,
+		ChildWaitOpenSince: s.waits.openSince,
+		State:              s.rules,
+	}
+}
+
+// summary is the per-channel evidence summary of snapshot sn at now.
+func (s *Session) summary(sn decide.Snapshot, now time.Time) []EvidenceEntry {
+	out := make([]EvidenceEntry, len(sn.Channels))
+	for i, c := range sn.Channels {
+		out[i] = EvidenceEntry{Channel: s.channelName(i), Counter: c.Count}
+		if c.Last != decide.Never {
+			t := time.Unix(0, c.Last).UTC()
+			age := now.Sub(t).Seconds()
+			out[i].LastAt, out[i].AgeSeconds = &t, &age
+		}
+	}
+	return out
+}
+
+// coarse is the Watchdog's evidence clock: a timestamp that Touch copies
+// instead of reading a clock. It ticks every resolution while evidence is
+// being recorded and stops when none is, so an idle Watchdog costs no CPU.
+type coarseClock struct {
+	now     atomic.Int64 // Unix ns; only moves forward
+	ticking atomic.Bool
+	touched atomic.Bool
+	closed  atomic.Bool
+	mu      sync.Mutex // guards timer
+	timer   interface{ Stop() bool }
+}
+
+// refresh moves the evidence clock to t if t is later.
+func (c *coarseClock) refresh(t int64) {
+	for {
+		cur := c.now.Load()
+		if t <= cur || c.now.CompareAndSwap(cur, t) {
+			return
+		}
+	}
+}
+
+// coarseNow returns the evidence clock for Touch, starting its ticks if they
+// are stopped.
+func (w *Watchdog) coarseNow() int64 {
+	c := &w.coarse
+	if !c.ticking.Load() {
+		w.startTicks()
+	} else if !c.touched.Load() {
+		c.touched.Store(true)
+	}
+	return c.now.Load()
+}
+
+func (w *Watchdog) startTicks() {
+	c := &w.coarse
+	if c.closed.Load() || !c.ticking.CompareAndSwap(false, true) {
+		return
+	}
+	c.refresh(toNanos(w.clock.Now()))
+	c.touched.Store(false)
+	w.armTick()
+}
+
+func (w *Watchdog) armTick() {
+	c := &w.coarse
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Load() {
+		return
+	}
+	if t := w.clock.AfterFunc(w.resolution, w.tick); t != nil {
+		c.timer = t
+	}
+}
+
+func (w *Watchdog) tick() {
+	c := &w.coarse
+	c.refresh(toNanos(w.clock.Now()))
+	if c.touched.Swap(false) && !c.closed.Load() {
+		w.armTick()
+		return
+	}
+	c.ticking.Store(false)
+}
+
+func (w *Watchdog) stopTicks() {
+	c := &w.coarse
+	c.closed.Store(true)
+	c.mu.Lock()
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	c.mu.Unlock()
+}
