@@ -238,7 +238,14 @@ func Decide(l Limits, s Snapshot, now time.Time) Verdict {
 		return v
 	}
 	if !now.After(idleDue) {
-		v.Next = earliest(v.Next, idleDue.Add(time.Nanosecond))
+		next := idleDue.Add(time.Nanosecond)
+		if base.Last == Never && now.Before(ref) {
+			// In the startup grace with no output yet: a first line at
+			// any later instant t arms the rule at once, stale after
+			// t+IdleWindow > now+IdleWindow, so look again then.
+			next = earliest(next, now.Add(l.IdleWindow).Add(time.Nanosecond))
+		}
+		v.Next = earliest(v.Next, next)
 		return fresh()
 	}
 	silence := now.Sub(ref)

@@ -1,0 +1,521 @@
+package watchdog_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// idlePolicy: 10 s idle window, 5 s evidence TTL, act at the first stale check.
+func idlePolicy() watchdog.Policy {
+	return watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: 5 * time.Second, SettleChecks: 1}
+}
+
+func ofKind(evs []watchdog.Event, kind string) []watchdog.Event {
+	var out []watchdog.Event
+	for _, e := range evs {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func entry(t *testing.T, e watchdog.Event, ch string) watchdog.EvidenceEntry {
+	t.Helper()
+	for _, x := range e.EvidenceSummary {
+		if x.Channel == ch {
+			return x
+		}
+	}
+	t.Fatalf("event %s has no evidence for %q: %+v", e.Kind, ch, e.EvidenceSummary)
+	return watchdog.EvidenceEntry{}
+}
+
+// Scenario 1: stdout silent past the idle window while workspace changes keep
+// coming gives CONTINUE verdicts with evidence and no kill; once the
+// workspace is quiet past the TTL the HARD_STOP carries the per-channel summary.
+func TestWorkspaceEvidenceDefersTheIdleFireUntilItGoesStale(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	s, err := w.Start(context.Background(), "agent", t0, idlePolicy())
+	require.NoError(t, err)
+	s.Touch(watchdog.ChannelStdout) // the agent's last line of output, at t0
+
+	for i := 0; i < 4; i++ { // file work every 4 s, no output
+		advance(t, mock, 4*time.Second, w)
+		s.Touch(watchdog.ChannelWorkspace)
+	}
+	require.NoError(t, s.Context().Err(), "a session doing file work must not be killed")
+	evs := load(t, store, "agent")
+	conts := ofKind(evs, watchdog.KindVerdict)
+	require.NotEmpty(t, conts)
+	for _, c := range conts {
+		assert.Equal(t, watchdog.VerdictContinue, c.Verdict)
+		assert.Equal(t, "workspace", c.ActiveChannel)
+		assert.Equal(t, "idle", c.Rule)
+		require.Len(t, c.EvidenceSummary, 4)
+		assert.Nil(t, entry(t, c, "mcp_tool").LastAt, "a channel without evidence has no last_at")
+	}
+	first := conts[0]
+	assert.Equal(t, t0.Add(10*time.Second+1), first.OccurredAt, "the first look is just past the idle window")
+	assert.Equal(t, t0, *entry(t, first, "stdout").LastAt)
+	assert.Equal(t, t0.Add(8*time.Second), *entry(t, first, "workspace").LastAt)
+	assert.InDelta(t, 2.000000001, *entry(t, first, "workspace").AgeSeconds, 1e-9)
+	assert.Equal(t, uint64(2), entry(t, first, "workspace").Counter)
+
+	advance(t, mock, 6*time.Second, w) // the workspace goes quiet
+	cause := context.Cause(s.Context())
+	require.ErrorIs(t, cause, watchdog.ErrIdleTimeout)
+	var v *watchdog.VerdictError
+	require.ErrorAs(t, cause, &v)
+	assert.True(t, v.Recoverable)
+	assert.Equal(t, watchdog.ReasonNoOutputDeadline, v.Reason)
+
+	evs = load(t, store, "agent")
+	dec := ofKind(evs, watchdog.KindDecision)
+	require.Len(t, dec, 1)
+	d := dec[0]
+	assert.Equal(t, watchdog.VerdictHardStop, d.Verdict)
+	assert.Equal(t, "none", d.ActiveChannel)
+	assert.Equal(t, t0.Add(21*time.Second+1), d.OccurredAt, "fires when the last file change is older than the TTL")
+	assert.InDelta(t, 5.000000001, *entry(t, d, "workspace").AgeSeconds, 1e-9)
+	assert.InDelta(t, 21.000000001, *entry(t, d, "stdout").AgeSeconds, 1e-9)
+	assert.Equal(t, uint64(4), entry(t, d, "workspace").Counter)
+	c := ofKind(evs, watchdog.KindCancel)
+	require.Len(t, c, 1)
+	assert.Equal(t, d.ID, c[0].DecidedByDecisionID)
+	assert.Equal(t, "watchdog_idle_timeout", c[0].StopReasonCode)
+	require.NotNil(t, c[0].Recoverable)
+	assert.True(t, *c[0].Recoverable)
+	assert.Equal(t, watchdog.KindCancel, evs[len(evs)-1].Kind)
+
+	// The summary is plain JSON a post-mortem reader can use.
+	b, err := json.Marshal(d)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"evidence_summary":[{"channel":"stdout","last_at":"2026-05-23T09:00:00Z","age_seconds":21.000000001,"counter":1}`)
+}
+
+// Scenario 2: TTL off restores stdout-only behaviour.
+func TestEvidenceTTLOffFiresAtTheIdleWindowDespiteFreshToolCalls(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := idlePolicy()
+	p.EvidenceTTL = watchdog.Off
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	advance(t, mock, 9*time.Second, w)
+	s.Touch(watchdog.ChannelMCPTool)
+	advance(t, mock, time.Second, w)
+	s.Touch(watchdog.ChannelMCPTool)
+	require.NoError(t, s.Context().Err())
+	advance(t, mock, time.Nanosecond, w)
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrIdleTimeout)
+	assert.Empty(t, ofKind(load(t, store, "s"), watchdog.KindVerdict), "nothing was deferred")
+
+	// In JSON, 0 means off and an absent knob the default.
+	var q watchdog.Policy
+	require.NoError(t, json.Unmarshal([]byte(`{"agent_idle_activity_evidence_ttl_seconds":0}`), &q))
+	assert.Equal(t, watchdog.Off, q.EvidenceTTL)
+	b, err := json.Marshal(q)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"agent_idle_activity_evidence_ttl_seconds":0}`, string(b))
+	require.NoError(t, json.Unmarshal([]byte(`{}`), &q))
+	assert.Equal(t, time.Duration(0), q.EvidenceTTL)
+}
+
+func busy(s *watchdog.Session) {
+	for _, ch := range []watchdog.Channel{watchdog.ChannelStdout, watchdog.ChannelMCPTool, watchdog.ChannelSubagent, watchdog.ChannelWorkspace} {
+		s.Touch(ch)
+	}
+}
+
+// Scenario 3: no evidence extends the ceilings.
+func TestFreshEvidenceNeverExtendsTheSessionCeiling(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := idlePolicy()
+	p.SessionCeiling = time.Minute
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	for i := 0; i < 12; i++ {
+		busy(s)
+		advance(t, mock, 5*time.Second, w)
+	}
+	busy(s)
+	require.NoError(t, s.Context().Err())
+	advance(t, mock, time.Nanosecond, w)
+	cause := context.Cause(s.Context())
+	require.ErrorIs(t, cause, watchdog.ErrSessionCeilingExceeded)
+	var v *watchdog.VerdictError
+	require.ErrorAs(t, cause, &v)
+	assert.False(t, v.Recoverable)
+	assert.False(t, v.Resumable())
+	c := ofKind(load(t, store, "s"), watchdog.KindCancel)
+	require.Len(t, c, 1)
+	assert.Equal(t, "watchdog_session_ceiling_exceeded", c[0].StopReasonCode)
+	assert.Equal(t, t0.Add(time.Minute+1), c[0].FiredAt)
+}
+
+func TestChildWaitCeilingCountsNestedAndConcurrentWaitsOnce(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := idlePolicy()
+	p.ChildrenWaitCeiling = 20 * time.Second
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+
+	busy(s)
+	outer := s.BeginChildWait() // t=0
+	advance(t, mock, 2*time.Second, w)
+	inner := s.BeginChildWait() // nested, t=2
+	advance(t, mock, 3*time.Second, w)
+	inner.End() // t=5
+	inner.End() // a second End is a no-op
+	busy(s)
+	advance(t, mock, 5*time.Second, w)
+	outer.End() // t=10: 10 s waited, not 13
+	busy(s)
+	advance(t, mock, 4*time.Second, w) // t=14, no wait open
+	busy(s)
+	a, b := s.BeginChildWait(), s.BeginChildWait() // concurrent, t=14
+	advance(t, mock, 5*time.Second, w)
+	busy(s)
+	a.End() // t=19, b still open
+	advance(t, mock, 5*time.Second-1, w)
+	busy(s)
+	require.NoError(t, s.Context().Err(), "19.999999999 s of waiting is under the ceiling")
+	advance(t, mock, 2, w)
+	cause := context.Cause(s.Context())
+	require.ErrorIs(t, cause, watchdog.ErrChildrenPersistTooLong)
+	var v *watchdog.VerdictError
+	require.ErrorAs(t, cause, &v)
+	assert.Equal(t, 20*time.Second+1, v.Elapsed)
+	assert.Equal(t, t0.Add(24*time.Second+1), v.FiredAt)
+	b.End()
+	c := ofKind(load(t, store, "s"), watchdog.KindCancel)
+	require.Len(t, c, 1)
+	assert.Equal(t, "watchdog_children_persist_too_long", c[0].StopReasonCode)
+	assert.InDelta(t, 20.000000001, c[0].ChildrenWaitSeconds, 1e-9)
+}
+
+// Scenario 4: the settle window.
+func TestSettleWindowActsOnlyOnConsecutiveStaleChecks(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off,
+		SettleChecks: 3, SettleInterval: 5 * time.Second}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	s.Touch(watchdog.ChannelStdout)
+
+	advance(t, mock, 10*time.Second+1, w) // stale 1
+	advance(t, mock, 5*time.Second, w)    // stale 2
+	s.Touch(watchdog.ChannelStdout)       // fresh
+	advance(t, mock, 5*time.Second, w)    // the settle look sees fresh output: reset
+	advance(t, mock, 10*time.Second, w)   // stale 1
+	advance(t, mock, 5*time.Second, w)    // stale 2
+	require.NoError(t, s.Context().Err(), "stale, stale, fresh, stale, stale does not act")
+	evs := load(t, store, "s")
+	assert.Empty(t, ofKind(evs, watchdog.KindDecision))
+	var counts []int
+	for _, e := range ofKind(evs, watchdog.KindVerdict) {
+		counts = append(counts, e.SettleCount)
+		assert.Equal(t, 3, e.SettleChecks)
+		assert.Equal(t, "none", e.ActiveChannel)
+	}
+	assert.Equal(t, []int{1, 2, 1, 2}, counts)
+
+	advance(t, mock, 5*time.Second, w) // stale 3: act
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrIdleTimeout)
+	advance(t, mock, time.Minute, w)
+	evs = load(t, store, "s")
+	assert.Len(t, ofKind(evs, watchdog.KindDecision), 1, "acts once")
+	assert.Len(t, ofKind(evs, watchdog.KindCancel), 1)
+}
+
+// Scenario 5: shadow mode records the decision and leaves the session
+// running; act mode records the decision, then the outcome, linked.
+func TestShadowModeRecordsTheDecisionAndLeavesTheSessionRunning(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := idlePolicy()
+	p.WallClock = 30 * time.Second
+	p.Mode = watchdog.ModeShadow
+	s, err := w.Start(context.Background(), "shadow", t0, p)
+	require.NoError(t, err)
+	advance(t, mock, time.Minute, w)
+	require.NoError(t, s.Context().Err(), "shadow mode never acts")
+	evs := load(t, store, "shadow")
+	decs := ofKind(evs, watchdog.KindDecision)
+	require.Len(t, decs, 2, "one decision per rule, not one per look: %v", kinds(evs))
+	assert.Equal(t, "idle", decs[0].Rule)
+	assert.Equal(t, "wall_clock", decs[1].Rule)
+	for _, d := range decs {
+		assert.Equal(t, watchdog.ModeShadow, d.Mode)
+		assert.Equal(t, watchdog.VerdictHardStop, d.Verdict)
+	}
+	assert.Empty(t, ofKind(evs, watchdog.KindCancel))
+	require.NoError(t, s.Stop())
+
+	// One rule in shadow, the others act.
+	p.Mode = ""
+	p.RuleModes = map[string]watchdog.Mode{watchdog.RuleIdle: watchdog.ModeShadow}
+	s, err = w.Start(context.Background(), "mixed", mock.Now(), p)
+	require.NoError(t, err)
+	advance(t, mock, time.Minute, w)
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
+	evs = load(t, store, "mixed")
+	require.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
+	assert.Equal(t, watchdog.ModeShadow, evs[1].Mode)
+	assert.Equal(t, watchdog.ModeAct, evs[2].Mode)
+	assert.Equal(t, evs[2].ID, evs[3].DecidedByDecisionID)
+}
+
+func TestShadowIdleAdvisesAgainInTheNextEpisode(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := idlePolicy()
+	p.RuleModes = map[string]watchdog.Mode{watchdog.RuleIdle: watchdog.ModeShadow}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	advance(t, mock, 15*time.Second, w) // episode 1: advised once
+	s.Touch(watchdog.ChannelStdout)     // output resumes
+	advance(t, mock, 25*time.Second, w) // episode 2
+	require.NoError(t, s.Context().Err())
+	assert.Len(t, ofKind(load(t, store, "s"), watchdog.KindDecision), 2)
+}
+
+func TestStartupGraceDelaysTheIdleRuleUntilFirstOutput(t *testing.T) {
+	mock := newMock()
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+	p := idlePolicy()
+	p.StartupGrace = 30 * time.Second
+
+	quiet, err := w.Start(context.Background(), "quiet", t0, p)
+	require.NoError(t, err)
+	early, err := w.Start(context.Background(), "early", t0, p)
+	require.NoError(t, err)
+	advance(t, mock, 5*time.Second, w)
+	early.Touch(watchdog.ChannelStdout) // first output arms the rule at once
+
+	advance(t, mock, 10*time.Second+1, w) // t=15s+1ns
+	require.ErrorIs(t, context.Cause(early.Context()), watchdog.ErrIdleTimeout)
+	var v *watchdog.VerdictError
+	require.ErrorAs(t, context.Cause(early.Context()), &v)
+	assert.Equal(t, t0.Add(15*time.Second+1), v.FiredAt)
+
+	advance(t, mock, 25*time.Second-1, w) // t=40
+	require.NoError(t, quiet.Context().Err(), "grace 30 s + idle window 10 s")
+	advance(t, mock, 1, w)
+	require.ErrorIs(t, context.Cause(quiet.Context()), watchdog.ErrIdleTimeout)
+}
+
+func TestIdleDeferralCapIsFatalEvenWithEvidence(t *testing.T) {
+	mock := newMock()
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+	p := idlePolicy()
+	p.MaxIdleDeferral = 20 * time.Second
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	s.Touch(watchdog.ChannelStdout)
+	for i := 0; i < 7; i++ {
+		advance(t, mock, 4*time.Second, w)
+		s.Touch(watchdog.ChannelWorkspace)
+	}
+	require.NoError(t, s.Context().Err()) // t=28: deferred since 10 s
+	advance(t, mock, 4*time.Second, w)
+	var v *watchdog.VerdictError
+	require.ErrorAs(t, context.Cause(s.Context()), &v)
+	assert.Equal(t, t0.Add(30*time.Second+1), v.FiredAt, "stale since 10 s, deferral capped at 20 s")
+}
+
+// Work, not existence: a heartbeat counts only when its progress advances.
+func TestProgressHeartbeatsCountOnlyWhenTheValueAdvances(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	s, err := w.Start(context.Background(), "s", t0, idlePolicy())
+	require.NoError(t, err)
+	assert.False(t, s.Progress(watchdog.ChannelSubagent, 0))
+	assert.True(t, s.Progress(watchdog.ChannelSubagent, 5))
+	for i := 0; i < 3; i++ { // a wedged worker's ticker keeps pinging step 5
+		advance(t, mock, 4*time.Second, w)
+		assert.False(t, s.Progress(watchdog.ChannelSubagent, 5))
+		assert.False(t, s.Progress(watchdog.ChannelSubagent, 4))
+	}
+	advance(t, mock, 4*time.Second, w)
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrIdleTimeout, "pings without progress are no evidence")
+}
+
+func TestWriterRecordsStdoutEvidencePerWrite(t *testing.T) {
+	mock := newMock()
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+	s, err := w.Start(context.Background(), "s", t0, idlePolicy())
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	out := s.Writer(watchdog.ChannelStdout, &buf)
+	for i := 0; i < 5; i++ {
+		advance(t, mock, 8*time.Second, w)
+		_, err := out.Write([]byte("line\n"))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Context().Err(), "40 s of steady output is not idle")
+	assert.Equal(t, 25, buf.Len())
+	n, err := s.Writer(watchdog.ChannelStdout, nil).Write([]byte("discarded"))
+	require.NoError(t, err)
+	assert.Equal(t, 9, n)
+}
+
+func TestNamedChannelsDeferLikeBuiltInOnes(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := idlePolicy()
+	p.Channels = []string{"browser"}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	browser, err := s.Channel("browser")
+	require.NoError(t, err)
+	_, err = s.Channel("nope")
+	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
+	advance(t, mock, 9*time.Second, w)
+	s.Touch(browser)
+	s.Touch(watchdog.Channel(99)) // out of range: ignored
+	advance(t, mock, 2*time.Second, w)
+	require.NoError(t, s.Context().Err())
+	v := ofKind(load(t, store, "s"), watchdog.KindVerdict)
+	require.Len(t, v, 1)
+	assert.Equal(t, "browser", v[0].ActiveChannel)
+	assert.Len(t, v[0].EvidenceSummary, 5)
+}
+
+func TestPolicyValidationNamesTheKnob(t *testing.T) {
+	for _, tt := range []struct {
+		p    watchdog.Policy
+		want string
+	}{
+		{watchdog.Policy{IdleWindow: -1}, "no_output_deadline_seconds"},
+		{watchdog.Policy{EvidenceTTL: -2}, "agent_idle_activity_evidence_ttl_seconds"},
+		{watchdog.Policy{SettleChecks: -1}, "settle_checks"},
+		{watchdog.Policy{SessionCeiling: -1}, "session_ceiling_seconds"},
+		{watchdog.Policy{Mode: "kill"}, "mode"},
+		{watchdog.Policy{RuleModes: map[string]watchdog.Mode{"typo": watchdog.ModeAct}}, `unknown rule "typo"`},
+		{watchdog.Policy{Channels: []string{"stdout"}}, `"stdout" declared twice`},
+		{watchdog.Policy{Channels: []string{""}}, "empty channel name"},
+	} {
+		err := tt.p.Validate()
+		require.ErrorIs(t, err, watchdog.ErrInvalidPolicy, tt.want)
+		assert.Contains(t, err.Error(), tt.want)
+	}
+	require.NoError(t, watchdog.Policy{EvidenceTTL: watchdog.Off}.Validate())
+
+	in := `{"session_wall_clock_seconds":3600,"session_ceiling_seconds":7200,"children_wait_ceiling_seconds":600,"no_output_deadline_seconds":300,"agent_idle_activity_evidence_ttl_seconds":30,"startup_grace_seconds":60,"max_idle_deferral_seconds":900,"settle_checks":3,"settle_interval_seconds":10,"mode":"act","rule_modes":{"idle":"shadow"},"evidence_channels":["browser"]}`
+	var p watchdog.Policy
+	require.NoError(t, json.Unmarshal([]byte(in), &p))
+	require.NoError(t, p.Validate())
+	assert.Equal(t, 5*time.Minute, p.IdleWindow)
+	out, err := json.Marshal(p)
+	require.NoError(t, err)
+	assert.JSONEq(t, in, string(out))
+}
+
+// Decision first, then action: with a custom action, the verdict is derived
+// again at the action's own instant; fresh evidence in between supersedes it.
+func TestFreshEvidenceBeforeTheActionSupersedesTheDecision(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	entered, release := make(chan string, 2), make(chan struct{})
+	var first atomic.Bool
+	var acted []string
+	w := newWatchdog(t, mock, store, watchdog.WithAction(func(ctx context.Context, s *watchdog.Session, v *watchdog.VerdictError) error {
+		if first.CompareAndSwap(false, true) {
+			entered <- s.ID()
+			<-release
+		}
+		acted = append(acted, s.ID())
+		return nil
+	}))
+	a, err := w.Start(context.Background(), "a", t0, watchdog.Policy{WallClock: 10*time.Second - 1})
+	require.NoError(t, err)
+	p := idlePolicy()
+	b, err := w.Start(context.Background(), "b", t0, p)
+	require.NoError(t, err)
+	b.Touch(watchdog.ChannelStdout)
+
+	mock.Add(10*time.Second + 1)
+	checked := make(chan error, 1)
+	go func() { checked <- w.Check(context.Background()) }()
+	require.Equal(t, "a", <-entered) // a's action runs; b's decision waits behind it
+	b.Touch(watchdog.ChannelStdout)  // b speaks up before its action runs
+	close(release)
+	require.NoError(t, <-checked)
+	require.NoError(t, w.Check(context.Background()))
+
+	require.ErrorIs(t, context.Cause(a.Context()), watchdog.ErrWallClockExceeded)
+	require.NoError(t, b.Context().Err(), "b was not killed")
+	assert.Equal(t, []string{"a"}, acted)
+	evs := load(t, store, "b")
+	dec, sup := ofKind(evs, watchdog.KindDecision), ofKind(evs, watchdog.KindSuperseded)
+	require.Len(t, dec, 1)
+	require.Len(t, sup, 1)
+	assert.Equal(t, dec[0].ID, sup[0].DecidedByDecisionID)
+	assert.Empty(t, ofKind(evs, watchdog.KindCancel))
+	aev := load(t, store, "a")
+	assert.Equal(t, ofKind(aev, watchdog.KindDecision)[0].ID, ofKind(aev, watchdog.KindCancel)[0].DecidedByDecisionID)
+}
+
+func TestAFailingActionIsRecordedAndNeverBypassed(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	var calls atomic.Int32
+	w := newWatchdog(t, mock, store, watchdog.WithAction(func(ctx context.Context, s *watchdog.Session, v *watchdog.VerdictError) error {
+		if calls.Add(1) == 1 {
+			return errors.New("permission denied")
+		}
+		return nil
+	}))
+	p := watchdog.Policy{WallClock: 10 * time.Second, SettleInterval: 5 * time.Second}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	advance(t, mock, 10*time.Second+1, w)
+	require.NoError(t, s.Context().Err(), "a failed action is not bypassed by cancelling")
+	evs := load(t, store, "s")
+	f := ofKind(evs, watchdog.KindActionFailed)
+	require.Len(t, f, 1)
+	assert.Equal(t, "permission denied", f[0].Error)
+	assert.Equal(t, ofKind(evs, watchdog.KindDecision)[0].ID, f[0].DecidedByDecisionID)
+
+	advance(t, mock, 5*time.Second, w) // looked at again one settle interval later
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
+	evs = load(t, store, "s")
+	assert.Len(t, ofKind(evs, watchdog.KindDecision), 2)
+	assert.Len(t, ofKind(evs, watchdog.KindCancel), 1)
+}
+
+func TestWatchWorkspaceRejectsBadInput(t *testing.T) {
+	w := newWatchdog(t, newMock(), watchdog.NewMemoryStore())
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
+	require.NoError(t, err)
+	require.ErrorIs(t, s.WatchWorkspace(""), watchdog.ErrInvalidArgument)
+	require.ErrorIs(t, s.WatchWorkspace(t.TempDir()+"/missing"), watchdog.ErrInvalidArgument)
+	require.ErrorIs(t, s.WatchWorkspace(t.TempDir(), "[a-"), watchdog.ErrInvalidArgument)
+	require.NoError(t, s.Stop())
+	require.ErrorIs(t, s.WatchWorkspace(t.TempDir()), watchdog.ErrSessionStopped)
+}
