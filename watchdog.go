@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
-	"github.com/fsnotify/fsnotify"
 	"go.uber.org/zap"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
@@ -98,8 +97,8 @@ type Watchdog struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	ws     *workspaceMonitor              // started on first WatchWorkspace; guarded by mu
-	wsHook func(*Session, fsnotify.Event) // tests only
+	ws     *workspaceMonitor             // started on first WatchWorkspace; guarded by mu
+	wsHook func(*Session, fsnotifyEvent) // tests only
 }
 
 // New returns a running Watchdog. Without options it records to a private

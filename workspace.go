@@ -27,7 +27,7 @@ type workspaceMonitor struct {
 	mu   sync.Mutex
 	dirs map[string]map[*wsWatch]struct{} // watched directory -> interested watches
 	done chan struct{}
-	hook func(*Session, fsnotify.Event) // tests: called after each recorded change
+	hook func(*Session, fsnotifyEvent) // tests: called after each recorded change
 }
 
 type wsWatch struct {
@@ -238,3 +238,5 @@ func (m *workspaceMonitor) close() {
 	_ = m.fsw.Close()
 	<-m.done
 }
+
+type fsnotifyEvent = fsnotify.Event

@@ -1,0 +1,152 @@
+//go:build linux
+
+package watchdog_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// TestMain lets the test binary double as the helper processes below.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("WATCHDOG_HELPER_WRITE_FILES"); dir != "" {
+		silentFileWriter(dir)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// silentFileWriter writes one file per line read from stdin, never a byte to
+// stdout: a quiet agent doing real file work. It writes to an ignored
+// temporary name and renames, so each file is one workspace change.
+func silentFileWriter(dir string) {
+	in := bufio.NewScanner(os.Stdin)
+	for i := 0; in.Scan(); i++ {
+		tmp := filepath.Join(dir, fmt.Sprintf("f%d.tmp", i))
+		if err := os.WriteFile(tmp, []byte(in.Text()), 0o600); err != nil {
+			os.Exit(2)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, fmt.Sprintf("f%d.txt", i))); err != nil {
+			os.Exit(3)
+		}
+	}
+}
+
+// groupCommand starts name in its own process group, killed as a whole
+// (SIGKILL to the group) when ctx ends.
+func groupCommand(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	return cmd
+}
+
+// liveInGroup lists the processes of group pgid that are not zombies.
+func liveInGroup(t *testing.T, pgid int) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var live []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid pgrp ...
+		rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
+		f := strings.Fields(rest)
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if g, _ := strconv.Atoi(f[2]); g == pgid {
+			live = append(live, pid)
+		}
+	}
+	return live
+}
+
+// Scenario 6: a real process that writes files silently is kept alive by the
+// workspace monitor; a sleep with no output is killed at the idle window with
+// its whole process group.
+func TestRealSubprocessesQuietFileWorkLivesSilentSleepDies(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(store))
+	defer w.Close(context.Background())
+	changes := make(chan string, 64)
+	watchdog.SetWorkspaceHook(w, func(s *watchdog.Session) { changes <- s.ID() })
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: 5 * time.Second, SettleChecks: 1}
+
+	// The quiet worker.
+	worker, err := w.Start(context.Background(), "worker", t0, p)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, worker.WatchWorkspace(dir, ".git/", "*.tmp"))
+	wcmd := groupCommand(worker.Context(), os.Args[0])
+	wcmd.Env = append(os.Environ(), "WATCHDOG_HELPER_WRITE_FILES="+dir)
+	wcmd.Stdout = worker.Writer(watchdog.ChannelStdout, nil)
+	stdin, err := wcmd.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, wcmd.Start())
+	worker.Touch(watchdog.ChannelStdout) // the agent announced itself at t0
+
+	// The silent sleeper: a shell with a sleeping child of its own.
+	sleeper, err := w.Start(context.Background(), "sleeper", t0, p)
+	require.NoError(t, err)
+	scmd := groupCommand(sleeper.Context(), "sh", "-c", "sleep 1000 & sleep 1000")
+	scmd.Stdout = sleeper.Writer(watchdog.ChannelStdout, nil)
+	require.NoError(t, scmd.Start())
+	sleeperDone := make(chan error, 1)
+	go func() { sleeperDone <- scmd.Wait() }()
+
+	for i := 0; i < 6; i++ { // 24 s of file work, well past the 10 s idle window
+		advance(t, mock, 4*time.Second, w)
+		_, err := fmt.Fprintf(stdin, "step %d\n", i)
+		require.NoError(t, err)
+		require.Equal(t, "worker", <-changes) // the monitor recorded the new file
+	}
+	advance(t, mock, time.Second, w)
+
+	require.ErrorIs(t, context.Cause(sleeper.Context()), watchdog.ErrIdleTimeout)
+	require.Error(t, <-sleeperDone, "the sleeper was killed")
+	assert.Empty(t, liveInGroup(t, scmd.Process.Pid), "no process of the sleeper's group is left")
+	sev := load(t, store, "sleeper")
+	d := ofKind(sev, watchdog.KindDecision)
+	require.Len(t, d, 1)
+	assert.Equal(t, t0.Add(10*time.Second+1), d[0].OccurredAt)
+
+	require.NoError(t, worker.Context().Err(), "quiet file work keeps the worker alive")
+	wev := load(t, store, "worker")
+	conts := ofKind(wev, watchdog.KindVerdict)
+	require.NotEmpty(t, conts)
+	for _, c := range conts {
+		assert.Equal(t, "workspace", c.ActiveChannel)
+	}
+	assert.Empty(t, ofKind(wev, watchdog.KindDecision))
+
+	// The worker finishes its work and goes quiet: now it is idle.
+	require.NoError(t, stdin.Close())
+	require.NoError(t, wcmd.Wait())
+	advance(t, mock, 10*time.Second, w)
+	require.ErrorIs(t, context.Cause(worker.Context()), watchdog.ErrIdleTimeout)
+	assert.Empty(t, liveInGroup(t, wcmd.Process.Pid))
+}
