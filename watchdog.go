@@ -134,6 +134,8 @@ func New(opts ...Option) *Watchdog {
 		resolution: c.resolution,
 		idPrefix:   hex.EncodeToString(b[:]) + "-",
 		sessions:   make(map[string]*Session),
+		layers:     make(map[*layer]struct{}),
+		obs:        c.obs,
 		wakeCh:     make(chan struct{}, 1),
 		checkCh:    make(chan chan struct{}),
 		done:       make(chan struct{}),
