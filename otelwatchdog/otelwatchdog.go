@@ -202,7 +202,6 @@ func New(opts ...Option) (watchdog.Observer, error) {
 type spanKey struct{}
 
 func (a *adapter) onHandlerStart(ctx context.Context, layer watchdog.Layer, name string, remaining time.Duration) context.Context {
-	a.remaining.Record(ctx, ms(remaining), metric.WithAttributes(AttrHandler.String(name), AttrLayer.String(string(layer))))
 	attrs := make([]attribute.KeyValue, 0, 5)
 	attrs = append(attrs,
 		SpanAttrLayer.String(string(layer)),
@@ -213,6 +212,7 @@ func (a *adapter) onHandlerStart(ctx context.Context, layer watchdog.Layer, name
 	}
 	ctx, span := a.tracer.Start(ctx, string(layer)+" "+name,
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	a.remaining.Record(ctx, ms(remaining), metric.WithAttributes(AttrHandler.String(name), AttrLayer.String(string(layer))))
 	return context.WithValue(ctx, spanKey{}, span)
 }
 
