@@ -3,6 +3,8 @@ package otelwatchdog
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -135,6 +137,38 @@ type adapter struct {
 	exceeded  metric.Int64Counter
 	lateness  metric.Float64Histogram
 	events    metric.Int64Counter
+
+	attrs attrCache
+}
+
+// attrCacheSize bounds the attribute sets the adapter keeps; past it, sets
+// are built on each measurement (correct, only slower).
+const attrCacheSize = 4096
+
+// attrCache keeps the attribute set of each distinct label combination, so a
+// hook builds and sorts it once; the label values are bounded names
+// (layers, handlers, steps, kinds, reasons), as metric attributes must be.
+type attrCache struct {
+	m sync.Map // attrKey -> metric.MeasurementOption
+	n atomic.Int64
+}
+
+type attrKey struct {
+	metric string
+	a      [5]string
+}
+
+func (c *attrCache) get(k attrKey, build func() []attribute.KeyValue) metric.MeasurementOption {
+	if o, ok := c.m.Load(k); ok {
+		return o.(metric.MeasurementOption)
+	}
+	o := metric.WithAttributeSet(attribute.NewSet(build()...))
+	if c.n.Load() < attrCacheSize {
+		if _, loaded := c.m.LoadOrStore(k, o); !loaded {
+			c.n.Add(1)
+		}
+	}
+	return o
 }
 
 // New creates the instruments once and returns a watchdog.Observer whose
@@ -212,15 +246,20 @@ func (a *adapter) onHandlerStart(ctx context.Context, layer watchdog.Layer, name
 	}
 	ctx, span := a.tracer.Start(ctx, string(layer)+" "+name,
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	a.remaining.Record(ctx, ms(remaining), metric.WithAttributes(AttrHandler.String(name), AttrLayer.String(string(layer))))
+	a.remaining.Record(ctx, ms(remaining), a.attrs.get(attrKey{metric: MetricHandlerDeadlineRemaining, a: [5]string{name, string(layer)}},
+		func() []attribute.KeyValue {
+			return []attribute.KeyValue{AttrHandler.String(name), AttrLayer.String(string(layer))}
+		}))
 	return context.WithValue(ctx, spanKey{}, span)
 }
 
 func (a *adapter) onHandlerEnd(ctx context.Context, layer watchdog.Layer, name string, err error, overrun *watchdog.Event) {
 	span, _ := ctx.Value(spanKey{}).(trace.Span)
 	if overrun != nil {
-		a.exceeded.Add(ctx, 1, metric.WithAttributes(
-			AttrHandler.String(name), AttrLayer.String(string(layer)), AttrDyingSpan.String(overrun.DyingSpan)))
+		a.exceeded.Add(ctx, 1, a.attrs.get(attrKey{metric: MetricHandlerDeadlineExceeded, a: [5]string{name, string(layer), overrun.DyingSpan}},
+			func() []attribute.KeyValue {
+				return []attribute.KeyValue{AttrHandler.String(name), AttrLayer.String(string(layer)), AttrDyingSpan.String(overrun.DyingSpan)}
+			}))
 	}
 	if span == nil {
 		return
@@ -248,17 +287,16 @@ func (a *adapter) onSchedulerTick(lateness time.Duration) {
 }
 
 func (a *adapter) onEvent(e watchdog.Event) {
-	attrs := make([]attribute.KeyValue, 0, 5)
-	attrs = append(attrs, AttrEventKind.String(e.Kind))
-	for _, kv := range [...]struct {
-		k attribute.Key
-		v string
-	}{{AttrReason, e.Reason}, {AttrRule, e.Rule}, {AttrMode, string(e.Mode)}, {AttrVerdict, e.Verdict}} {
-		if kv.v != "" {
-			attrs = append(attrs, kv.k.String(kv.v))
+	k := attrKey{metric: MetricEvents, a: [5]string{e.Kind, e.Reason, e.Rule, string(e.Mode), e.Verdict}}
+	a.events.Add(context.Background(), 1, a.attrs.get(k, func() []attribute.KeyValue {
+		attrs := []attribute.KeyValue{AttrEventKind.String(e.Kind)}
+		for i, key := range [...]attribute.Key{AttrReason, AttrRule, AttrMode, AttrVerdict} {
+			if v := k.a[i+1]; v != "" {
+				attrs = append(attrs, key.String(v))
+			}
 		}
-	}
-	a.events.Add(context.Background(), 1, metric.WithAttributes(attrs...))
+		return attrs
+	}))
 }
 
 // ms converts d to fractional milliseconds.
