@@ -103,17 +103,27 @@ const (
 	SpanAttrOccurredAt = attribute.Key("watchdog.occurred_at")
 )
 
-// LatenessBuckets are the default explicit bucket boundaries, in
-// milliseconds, of MetricSchedulerTickLateness. A View on the
-// MeterProvider can replace them.
-var LatenessBuckets = []float64{0, 0.1, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
+// defaultLatenessBuckets are the bucket boundaries, in milliseconds, of
+// MetricSchedulerTickLateness unless WithLatenessBuckets says otherwise.
+var defaultLatenessBuckets = []float64{0, 0.1, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
 
 // Option configures New.
 type Option func(*config)
 
 type config struct {
-	mp metric.MeterProvider
-	tp trace.TracerProvider
+	mp      metric.MeterProvider
+	tp      trace.TracerProvider
+	buckets []float64
+}
+
+// WithLatenessBuckets sets the explicit bucket boundaries, in milliseconds
+// and increasing, advised for MetricSchedulerTickLateness. The default is
+// 0, 0.1, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000 and
+// 10000; no boundaries (nil) also means the default. A View on the
+// MeterProvider overrides either.
+func WithLatenessBuckets(bounds ...float64) Option {
+	bounds = append([]float64(nil), bounds...)
+	return func(c *config) { c.buckets = bounds }
 }
 
 // WithMeterProvider sets the MeterProvider the instruments are created
@@ -207,6 +217,9 @@ func New(opts ...Option) (watchdog.Observer, error) {
 	if c.tp == nil {
 		c.tp = otel.GetTracerProvider()
 	}
+	if len(c.buckets) == 0 {
+		c.buckets = defaultLatenessBuckets
+	}
 	meter := c.mp.Meter(ScopeName)
 	a := &adapter{tracer: c.tp.Tracer(ScopeName)}
 	var errs [4]error
@@ -219,7 +232,7 @@ func New(opts ...Option) (watchdog.Observer, error) {
 	a.lateness, errs[2] = meter.Float64Histogram(MetricSchedulerTickLateness,
 		metric.WithUnit("ms"),
 		metric.WithDescription("How late the watchdog scheduler handled the most overdue item of a pass."),
-		metric.WithExplicitBucketBoundaries(LatenessBuckets...))
+		metric.WithExplicitBucketBoundaries(c.buckets...))
 	a.events, errs[3] = meter.Int64Counter(MetricEvents,
 		metric.WithUnit("{event}"),
 		metric.WithDescription("Events the watchdog recorded (verdicts, decisions, cancels, overruns), by kind and reason."))

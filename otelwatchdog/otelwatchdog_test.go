@@ -34,9 +34,10 @@ type fixture struct {
 	reader *sdkmetric.ManualReader
 	spans  *tracetest.SpanRecorder
 	tracer trace.Tracer
+	obs    watchdog.Observer
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, opts ...otelwatchdog.Option) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &fixture{
@@ -54,8 +55,10 @@ func newFixture(t *testing.T) *fixture {
 		_ = tp.Shutdown(ctx)
 	})
 	f.tracer = tp.Tracer("test")
-	obs, err := otelwatchdog.New(otelwatchdog.WithMeterProvider(mp), otelwatchdog.WithTracerProvider(tp))
+	obs, err := otelwatchdog.New(append([]otelwatchdog.Option{
+		otelwatchdog.WithMeterProvider(mp), otelwatchdog.WithTracerProvider(tp)}, opts...)...)
 	require.NoError(t, err)
+	f.obs = obs
 	f.w = watchdog.New(watchdog.WithClock(f.mock), watchdog.WithStore(f.store), watchdog.WithObserver(obs))
 	t.Cleanup(func() { _ = f.w.Close(ctx) })
 	return f
@@ -320,6 +323,7 @@ func TestWallClockCancelCounters(t *testing.T) {
 	h := lateness(t, ms)
 	assert.GreaterOrEqual(t, h.Count, uint64(1))
 	assert.Equal(t, 0.0, h.Sum)
+	assert.Equal(t, []float64{0, 0.1, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}, h.Bounds)
 	// No deadline layer ran: no gauge, no overrun, no span.
 	assert.NotContains(t, ms, otelwatchdog.MetricHandlerDeadlineRemaining)
 	assert.NotContains(t, ms, otelwatchdog.MetricHandlerDeadlineExceeded)
@@ -400,6 +404,22 @@ func TestConcurrentHandlers(t *testing.T) {
 	assert.Len(t, f.spans.Ended(), sessions*calls)
 	ec := eventCounts(t, f.collect(t))
 	assert.Equal(t, int64(sessions), ec[set(otelwatchdog.AttrEventKind.String(watchdog.KindStart))])
+}
+
+// Lateness is recorded in fractional milliseconds into the configured
+// buckets.
+func TestLatenessBuckets(t *testing.T) {
+	f := newFixture(t, otelwatchdog.WithLatenessBuckets(1, 10))
+	f.obs.OnSchedulerTick(2500 * time.Microsecond)
+	f.obs.OnSchedulerTick(20 * time.Millisecond)
+	h := lateness(t, f.collect(t))
+	assert.Equal(t, []float64{1, 10}, h.Bounds)
+	assert.Equal(t, []uint64{0, 1, 1}, h.BucketCounts)
+	assert.Equal(t, uint64(2), h.Count)
+	assert.Equal(t, 22.5, h.Sum)
+	maxV, ok := h.Max.Value()
+	assert.True(t, ok)
+	assert.Equal(t, 20.0, maxV)
 }
 
 // Without options, New uses the global providers (no-op by default) and its
