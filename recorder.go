@@ -28,7 +28,7 @@ type recorder struct {
 	retryMax time.Duration
 
 	mu      sync.Mutex
-	queue   []Event          // queue[head:] is not yet recorded, in enqueue order
+	queue   []Event // queue[head:] is not yet recorded, in enqueue order
 	head    int
 	blocked map[string]*lane // sessions backing off after a failed append
 	refused []error          // permanent refusals other than a lost race
