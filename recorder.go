@@ -41,6 +41,7 @@ type recorder struct {
 	cancel   context.CancelFunc
 
 	timer *clock.Timer // retry wake-up; owned by the recorder goroutine
+	one   [1]Event     // Append's argument; owned by the goroutine that attempts
 
 	onEvent func(Event) // Observer.OnEvent, called after each successful append
 }
@@ -195,7 +196,11 @@ func (r *recorder) compactLocked() {
 // attempt appends e. It reports whether e left the queue (recorded, or
 // refused for good). On a transient failure e's session backs off.
 func (r *recorder) attempt(e Event, final bool) bool {
-	err := r.store.Append(r.ctx, e)
+	// A reused one-element slice: the variadic argument would escape to the
+	// heap, one Event copy per append.
+	r.one[0] = e
+	err := r.store.Append(r.ctx, r.one[:]...)
+	r.one[0] = Event{}
 	switch {
 	case err == nil:
 		r.mu.Lock()

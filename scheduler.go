@@ -103,8 +103,10 @@ func (w *Watchdog) runDue() {
 	if d.popped && w.obs.OnSchedulerTick != nil {
 		w.obs.OnSchedulerTick(d.lateness)
 	}
-	fired := d.fired
-	for _, f := range fired {
+	if len(d.fired) == 0 || !w.log.Core().Enabled(zap.InfoLevel) { // no fields built when disabled
+		return
+	}
+	for _, f := range d.fired {
 		w.log.Info("watchdog: session cancelled", zap.String("session_id", f.s.id),
 			zap.Int("window", f.s.window), zap.String("reason", f.v.Reason),
 			zap.Duration("measure", f.v.Elapsed), zap.Duration("limit", f.v.Budget))
@@ -142,7 +144,7 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
 				return nil, nil
 			}
 			if w.action == nil {
-				w.endLocked(s, ve, sn, now)
+				w.endLocked(s, ve, sn, dec.EvidenceSummary, now) // same snapshot and instant as the decision
 				return &firing{s, ve}, nil
 			}
 			s.acting = true
@@ -166,9 +168,10 @@ func (w *Watchdog) continueLocked(s *Session, sn decide.Snapshot, v decide.Verdi
 }
 
 // endLocked ends s's window with verdict ve and records the cancel event,
-// linked to the decision. The caller cancels the context after unlocking.
-// Called with w.mu held.
-func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, now time.Time) {
+// linked to the decision. summary is the evidence summary of sn at now if the
+// caller has it already (nil: computed here). The caller cancels the context
+// after unlocking. Called with w.mu held.
+func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, summary []EvidenceEntry, now time.Time) {
 	s.state.Store(stateEnded)
 	s.endCause = ve
 	s.acting = false
@@ -180,7 +183,10 @@ func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, n
 	e.Verdict, e.Rule, e.DecidedByDecisionID = VerdictHardStop, ve.Rule, ve.DecisionID
 	e.Recoverable = &ve.Recoverable
 	e.MeasureSeconds, e.LimitSeconds = ve.Elapsed.Seconds(), ve.Budget.Seconds()
-	e.EvidenceSummary = s.summary(sn, now)
+	if summary == nil {
+		summary = s.summary(sn, now)
+	}
+	e.EvidenceSummary = summary
 	e.ChildrenWaitSeconds = s.childWait(sn, now).Seconds()
 	w.rec.enqueue(e)
 }
@@ -479,7 +485,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 			zap.String("decision_id", it.v.DecisionID), zap.Error(err))
 		return
 	}
-	w.endLocked(s, it.v, sn, now)
+	w.endLocked(s, it.v, sn, nil, now)
 	w.mu.Unlock()
 	s.cancel(it.v)
 	w.log.Info("watchdog: session stopped by action", zap.String("session_id", s.id),

@@ -422,11 +422,19 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 	return nil
 }
 
+// newEventID returns the next event id, idPrefix followed by a sequence
+// number, with a single allocation.
+func (w *Watchdog) newEventID() string {
+	var buf [64]byte
+	b := strconv.AppendUint(append(buf[:0], w.idPrefix...), w.idSeq.Add(1), 10)
+	return string(b)
+}
+
 // event builds an event of s at now.
 func (w *Watchdog) event(s *Session, kind string, now time.Time) Event {
 	now = now.UTC()
 	return Event{
-		ID:                      w.idPrefix + strconv.FormatUint(w.idSeq.Add(1), 10),
+		ID:                      w.newEventID(),
 		AggregateType:           AggregateType,
 		AggregateID:             s.id,
 		Kind:                    kind,
@@ -474,7 +482,9 @@ func (s *Session) stop(code string) (bool, error) {
 	w.rec.enqueue(e)
 	w.mu.Unlock()
 	s.cancel(ErrSessionStopped)
-	w.log.Debug("watchdog: session stopped", zap.String("session_id", s.id), zap.Int("window", s.window), zap.String("stop_reason_code", code))
+	if ce := w.log.Check(zap.DebugLevel, "watchdog: session stopped"); ce != nil { // no fields built when disabled
+		ce.Write(zap.String("session_id", s.id), zap.Int("window", s.window), zap.String("stop_reason_code", code))
+	}
 	return true, nil
 }
 
