@@ -114,9 +114,9 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 	if s := FromContext(ctx); s != nil && budget == 0 {
 		switch kind {
 		case LayerPhase:
-			budget = s.phaseBudgets[name]
+			budget = s.cfg.policy.PhaseBudgets[name]
 		case LayerIteration:
-			budget = s.iterationBudget
+			budget = s.cfg.policy.IterationBudget
 		}
 	}
 	switch {
@@ -135,7 +135,7 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 	s := FromContext(ctx)
 	var obs Observer
 	if s != nil {
-		l.w, l.s, l.grace, obs = s.w, s, s.grace, s.w.obs
+		l.w, l.s, l.grace, obs = s.w, s, s.cfg.grace, s.w.obs
 	}
 	lctx, cancel := context.WithCancelCause(context.WithValue(ctx, layerKey{}, l))
 	defer cancel(nil)
@@ -568,7 +568,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		return res, fmt.Errorf("%w: phase %q: nil function", ErrInvalidArgument, name)
 	}
 	if budget == 0 {
-		budget = s.phaseBudgets[name]
+		budget = s.cfg.policy.PhaseBudgets[name]
 	}
 	if budget < 0 {
 		return res, fmt.Errorf("%w: phase %q: negative budget %v", ErrInvalidArgument, name, budget)
@@ -621,7 +621,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 			}
 			return res, err
 		}
-		budgetN := s.recoveryBudget
+		budgetN := s.cfg.recoveryBudget
 		if retries >= budgetN {
 			e := w.event(s, KindRecoveryBudgetExceeded, w.clock.Now())
 			e.Phase, e.Attempt, e.Reason, e.StopReasonCode = name, attempt, v.Reason, StopRecoveryBudgetExceeded
@@ -630,7 +630,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 			return res, fmt.Errorf("%w: phase %q after %d attempts: %w", ErrRecoveryBudgetExceeded, name, attempt, v)
 		}
 		retries++
-		backoff := s.recoveryBackoff << min(retries-1, 20)
+		backoff := s.cfg.recoveryBackoff << min(retries-1, 20)
 		e := w.event(s, KindRetry, w.clock.Now())
 		e.Phase, e.Attempt, e.Reason = name, attempt+1, v.Reason
 		e.LimitSeconds = backoff.Seconds()

@@ -88,7 +88,7 @@ func (s *Session) Channel(name string) (Channel, error) {
 			return Channel(i), nil
 		}
 	}
-	for i, n := range s.channels {
+	for i, n := range s.cfg.policy.Channels {
 		if n == name {
 			return Channel(len(builtinChannels) + i), nil
 		}
@@ -100,7 +100,7 @@ func (s *Session) channelName(i int) string {
 	if i < len(builtinChannels) {
 		return builtinChannels[i]
 	}
-	return s.channels[i-len(builtinChannels)]
+	return s.cfg.policy.Channels[i-len(builtinChannels)]
 }
 
 // Writer returns an io.Writer that records evidence on ch for every non-empty
@@ -156,7 +156,7 @@ func (s *Session) BeginChildWait() *ChildWait {
 	}
 	s.waits.open++
 	due := int64(math.MaxInt64)
-	if c := s.limits.ChildWaitCeiling; c > 0 && s.state.Load() == stateRunning && s.item.Scheduled() {
+	if c := s.cfg.limits.ChildWaitCeiling; c > 0 && s.state.Load() == stateRunning && s.item.Scheduled() {
 		due = toNanos(now.Add(c - s.waits.closed).Add(time.Nanosecond))
 		if due < s.item.Due {
 			w.heap.Push(&s.item, due)

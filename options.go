@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"time"
+	"unsafe"
 
 	"github.com/benbjohnson/clock"
 	"go.uber.org/zap"
@@ -371,6 +373,33 @@ func validMode(field string, m Mode) error {
 }
 
 // limits resolves p (already validated) into the decision's limits.
+// same reports whether p and q are the same policy: equal durations, numbers
+// and modes, and the very same maps and slices (not merely equal contents).
+// A Policy passed by value to every Start, which is how a fleet is started,
+// is the same each time. Keep it in step with the fields of Policy
+// (TestPolicySameCoversEveryField checks it).
+func (p *Policy) same(q *Policy) bool {
+	return p.WallClock == q.WallClock && p.SessionCeiling == q.SessionCeiling &&
+		p.ChildrenWaitCeiling == q.ChildrenWaitCeiling && p.IdleWindow == q.IdleWindow &&
+		p.EvidenceTTL == q.EvidenceTTL && p.StartupGrace == q.StartupGrace &&
+		p.MaxIdleDeferral == q.MaxIdleDeferral && p.SettleChecks == q.SettleChecks &&
+		p.SettleInterval == q.SettleInterval && p.Mode == q.Mode &&
+		sameMap(p.RuleModes, q.RuleModes) && sameSlice(p.Channels, q.Channels) &&
+		sameMap(p.PhaseBudgets, q.PhaseBudgets) && p.IterationBudget == q.IterationBudget &&
+		p.HandlerGrace == q.HandlerGrace && p.RecoveryBudget == q.RecoveryBudget &&
+		p.RecoveryBackoff == q.RecoveryBackoff
+}
+
+// sameMap reports whether a and b are the same map (both nil, or one map).
+func sameMap[K comparable, V any](a, b map[K]V) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// sameSlice reports whether a and b are the same slice: nil alike, one array, one length.
+func sameSlice[T any](a, b []T) bool {
+	return (a == nil) == (b == nil) && len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
+}
+
 func (p Policy) limits() decide.Limits {
 	l := decide.Limits{
 		WallClock:        p.WallClock,

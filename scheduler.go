@@ -121,7 +121,7 @@ func (w *Watchdog) runDue() {
 func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
 	for {
 		sn := s.snapshot()
-		v := decide.Decide(s.limits, sn, now)
+		v := decide.Decide(s.cfg.limits, sn, now)
 		switch v.Action {
 		case decide.Advise:
 			w.rec.enqueue(w.decisionEvent(s, sn, v, now, ModeShadow))
@@ -203,7 +203,7 @@ func (w *Watchdog) cancelAttemptLocked(s *Session, ve *VerdictError, now time.Ti
 	w.rec.enqueue(e)
 	s.observedSince = now.UTC()
 	s.rules = decide.State{Advised: s.rules.Advised}
-	v := decide.Decide(s.limits, s.snapshot(), now)
+	v := decide.Decide(s.cfg.limits, s.snapshot(), now)
 	if !v.Next.IsZero() {
 		w.heap.Push(&s.item, toNanos(v.Next))
 	}
@@ -237,7 +237,7 @@ func (w *Watchdog) verdictEvent(s *Session, sn decide.Snapshot, v decide.Verdict
 	e.ActiveChannel = activeName(s, v.ActiveChannel)
 	e.HandlersInFlight, e.Waiting, e.ObservedSince = sn.BoundedWork, sn.Waiting, sn.ObservedSince
 	if !v.Deferred {
-		e.SettleCount, e.SettleChecks = v.State.StaleChecks, s.limits.SettleChecks
+		e.SettleCount, e.SettleChecks = v.State.StaleChecks, s.cfg.limits.SettleChecks
 	}
 	return e
 }
@@ -266,7 +266,7 @@ func (w *Watchdog) decisionEvent(s *Session, sn decide.Snapshot, v decide.Verdic
 	e.ChildrenWaitSeconds = s.childWait(sn, now).Seconds()
 	e.HandlersInFlight, e.Waiting, e.ObservedSince = sn.BoundedWork, sn.Waiting, sn.ObservedSince
 	if v.Rule == decide.RuleIdle {
-		e.SettleCount, e.SettleChecks = s.limits.SettleChecks, s.limits.SettleChecks
+		e.SettleCount, e.SettleChecks = s.cfg.limits.SettleChecks, s.cfg.limits.SettleChecks
 	}
 	return e
 }
@@ -444,7 +444,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 		return
 	}
 	sn := s.snapshot()
-	v := decide.Decide(s.limits, sn, now)
+	v := decide.Decide(s.cfg.limits, sn, now)
 	if v.Action != decide.Act {
 		s.acting = false
 		e := w.event(s, KindSuperseded, now)
@@ -476,7 +476,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 		e := w.event(s, KindActionFailed, now)
 		e.Rule, e.Reason, e.DecidedByDecisionID, e.Error = it.v.Rule, it.v.Reason, it.v.DecisionID, err.Error()
 		w.rec.enqueue(e)
-		due := toNanos(now.Add(s.limits.SettleInterval))
+		due := toNanos(now.Add(s.cfg.limits.SettleInterval))
 		w.heap.Push(&s.item, due)
 		w.mu.Unlock()
 		w.armIfEarlier(due)

@@ -82,6 +82,8 @@ type Watchdog struct {
 	idPrefix string
 	idSeq    atomic.Uint64
 
+	lastConfig atomic.Pointer[sessionConfig] // the latest policy's, shared while it repeats
+
 	mu       sync.Mutex // guards sessions, heap, closed
 	sessions map[string]*Session
 	heap     sched.Heap[timed]
@@ -169,39 +171,90 @@ const (
 type Session struct {
 	w      *Watchdog
 	id     string
-	parent context.Context
+	cfg    *sessionConfig // resolved policy; shared by sessions with the same Policy
+	vctx   sessionCtx     // the value context under ctx: parent plus this Session
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	limits decide.Limits
 
 	sessionStartedAt time.Time
 	windowStartedAt  time.Time
 	window           int
 
 	state    atomic.Uint32 // written under w.mu
+	acting   bool          // a decision waits for the action goroutine; guarded by w.mu
 	endCause error         // why the window ended; written under w.mu with stateEnded
 	item     sched.Item[timed]
 
-	ev       []chanState  // evidence, indexed by Channel
-	channels []string     // names of the policy's extra channels
-	waits    childWaits   // guarded by w.mu
-	rules    decide.State // the rules' memory; guarded by w.mu
-	acting   bool         // a decision waits for the action goroutine; guarded by w.mu
+	ev    []chanState  // evidence, indexed by Channel: evBuf[:] unless the policy names extra channels
+	evBuf [4]chanState // the built-in channels' evidence, in place
+	waits childWaits   // guarded by w.mu
+	rules decide.State // the rules' memory; guarded by w.mu
 
 	observedSince time.Time // idle floor: evidence before it does not count; guarded by w.mu
-
-	grace           time.Duration            // Policy.HandlerGrace, resolved
-	phaseBudgets    map[string]time.Duration // Policy.PhaseBudgets
-	iterationBudget time.Duration            // Policy.IterationBudget
-	recoveryBudget  int                      // resolved retries
-	recoveryBackoff time.Duration            // resolved
-	policy          Policy                   // as given, recorded on start and resume events
 
 	bounded []*layer      // in-flight handlers with a deadline; guarded by w.mu
 	waiter  *waiter       // armed waiting watchdog; guarded by w.mu
 	waitGen uint64        // guarded by w.mu
 	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
 }
+
+// sessionConfig is what a session needs from its Policy, resolved once.
+// Sessions started with the same Policy share one (see Watchdog.config), so
+// a fleet of sessions under one policy does not pay for it per session. It
+// is never modified after it is built.
+type sessionConfig struct {
+	policy          Policy // as given, recorded on start and resume events
+	limits          decide.Limits
+	grace           time.Duration // Policy.HandlerGrace, resolved
+	recoveryBudget  int           // resolved retries
+	recoveryBackoff time.Duration // resolved
+}
+
+func newSessionConfig(p Policy) *sessionConfig {
+	c := &sessionConfig{policy: p, limits: p.limits(), grace: p.HandlerGrace,
+		recoveryBudget: p.RecoveryBudget, recoveryBackoff: p.RecoveryBackoff}
+	if c.grace == 0 {
+		c.grace = DefaultHandlerGrace
+	}
+	switch c.recoveryBudget {
+	case 0:
+		c.recoveryBudget = DefaultRecoveryBudget
+	case NoRetries:
+		c.recoveryBudget = 0
+	}
+	if c.recoveryBackoff == 0 {
+		c.recoveryBackoff = DefaultRecoveryBackoff
+	}
+	return c
+}
+
+// config returns the resolved config of p: the one of the previous Start or
+// Resume when p is the same policy (see Policy.same), a new one otherwise.
+func (w *Watchdog) config(p Policy) *sessionConfig {
+	if c := w.lastConfig.Load(); c != nil && c.policy.same(&p) {
+		return c
+	}
+	c := newSessionConfig(p)
+	w.lastConfig.Store(c)
+	return c
+}
+
+// sessionCtx is the session's value context, kept inside the Session to save
+// an allocation: it carries the Session for FromContext and delegates
+// everything else to the context given to Start or Resume.
+type sessionCtx struct {
+	context.Context // the parent
+	s               *Session
+}
+
+func (c *sessionCtx) Value(key any) any {
+	if key == (sessionKey{}) {
+		return c.s
+	}
+	return c.Context.Value(key)
+}
+
+func (c *sessionCtx) String() string { return "watchdog.Session(" + c.s.id + ")" }
 
 // ID returns the session id.
 func (s *Session) ID() string { return s.id }
@@ -223,11 +276,11 @@ func (s *Session) StartedAt() time.Time { return s.sessionStartedAt }
 func (s *Session) WindowStartedAt() time.Time { return s.windowStartedAt }
 
 // Budget returns the window's wall-clock budget (the Policy's, defaults applied).
-func (s *Session) Budget() time.Duration { return s.limits.WallClock }
+func (s *Session) Budget() time.Duration { return s.cfg.limits.WallClock }
 
 // Deadline returns the last instant the window may run: its start plus its
 // budget. The watchdog fires at the first instant after it.
-func (s *Session) Deadline() time.Time { return s.windowStartedAt.Add(s.limits.WallClock) }
+func (s *Session) Deadline() time.Time { return s.windowStartedAt.Add(s.cfg.limits.WallClock) }
 
 func validateStart(ctx context.Context, id string, p Policy) error {
 	if ctx == nil {
@@ -335,26 +388,16 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 }
 
 func (w *Watchdog) newSession(ctx context.Context, id string, p Policy) *Session {
-	s := &Session{w: w, id: id, parent: ctx, limits: p.limits(), channels: p.Channels,
-		grace: p.HandlerGrace, phaseBudgets: p.PhaseBudgets, iterationBudget: p.IterationBudget,
-		recoveryBudget: p.RecoveryBudget, recoveryBackoff: p.RecoveryBackoff, policy: p}
-	if s.grace == 0 {
-		s.grace = DefaultHandlerGrace
+	s := &Session{w: w, id: id, cfg: w.config(p)}
+	s.vctx = sessionCtx{ctx, s}
+	s.ev = s.evBuf[:]
+	if len(p.Channels) > 0 {
+		s.ev = make([]chanState, len(builtinChannels)+len(p.Channels))
 	}
-	switch s.recoveryBudget {
-	case 0:
-		s.recoveryBudget = DefaultRecoveryBudget
-	case NoRetries:
-		s.recoveryBudget = 0
-	}
-	if s.recoveryBackoff == 0 {
-		s.recoveryBackoff = DefaultRecoveryBackoff
-	}
-	s.ev = make([]chanState, len(builtinChannels)+len(p.Channels))
 	for i := range s.ev {
 		s.ev[i].last.Store(decide.Never)
 	}
-	s.ctx, s.cancel = context.WithCancelCause(context.WithValue(ctx, sessionKey{}, s))
+	s.ctx, s.cancel = context.WithCancelCause(&s.vctx)
 	s.item.Value = s
 	return s
 }
@@ -407,15 +450,14 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 	w.sessions[s.id] = s
 	s.state.Store(stateRunning)
 	s.observedSince = now.UTC()
-	v := decide.Decide(s.limits, s.snapshot(), now)
+	v := decide.Decide(s.cfg.limits, s.snapshot(), now)
 	due := toNanos(v.Next)
 	if v.Action != decide.Continue || v.Record || v.Next.IsZero() {
 		due = toNanos(now) // already due: the scheduler decides it
 	}
 	w.heap.Push(&s.item, due)
 	e := w.event(s, kind, now)
-	pol := s.policy
-	e.Policy = &pol
+	e.Policy = &s.cfg.policy // shared, never modified
 	w.rec.enqueue(e)
 	w.mu.Unlock()
 	w.armIfEarlier(due)
@@ -443,7 +485,7 @@ func (w *Watchdog) event(s *Session, kind string, now time.Time) Event {
 		WindowStartedAt:         s.windowStartedAt,
 		OccurredAt:              now,
 		ElapsedSeconds:          now.Sub(s.windowStartedAt).Seconds(),
-		ConfiguredBudgetSeconds: s.limits.WallClock.Seconds(),
+		ConfiguredBudgetSeconds: s.cfg.limits.WallClock.Seconds(),
 	}
 }
 
@@ -556,7 +598,7 @@ func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error
 	code := StopCompleted
 	switch {
 	case fnErr == nil:
-	case s.parent.Err() != nil:
+	case s.vctx.Context.Err() != nil:
 		code = StopCanceled
 	default:
 		code = StopFailed
