@@ -183,6 +183,12 @@ func (r *recorder) removeLocked(i int) {
 // compactLocked releases the space of recorded events.
 func (r *recorder) compactLocked() {
 	if r.head == len(r.queue) {
+		if cap(r.queue) > 1024 {
+			// A burst grew the queue: give its memory back rather than
+			// keep an empty array of events alive.
+			r.queue, r.head = nil, 0
+			return
+		}
 		r.queue, r.head = r.queue[:0], 0
 		return
 	}
