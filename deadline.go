@@ -233,7 +233,8 @@ func (l *layer) arm() {
 	}
 	w.layers[l] = struct{}{}
 	if l.kind == LayerHandler && l.s.state.Load() == stateRunning {
-		l.s.bounded = append(l.s.bounded, l)
+		r := l.s.rw()
+		r.bounded = append(r.bounded, l)
 	}
 	w.heap.Push(&l.item, due)
 	w.mu.Unlock()
@@ -258,7 +259,7 @@ func (l *layer) verdict(now time.Time) *VerdictError {
 		v.DyingSpan = *p
 	}
 	if l.s != nil {
-		v.SessionID, v.Window = l.s.id, l.s.window
+		v.SessionID, v.Window = l.s.id, int(l.s.window)
 	}
 	return v
 }
@@ -311,10 +312,11 @@ func (w *Watchdog) unregisterLocked(l *layer) {
 	delete(w.layers, l)
 	w.heap.Remove(&l.item)
 	s := l.s
-	for i, b := range s.bounded {
-		if b == l {
-			s.bounded = append(s.bounded[:i], s.bounded[i+1:]...)
-			if s.state.Load() == stateRunning && !s.acting && s.item.Scheduled() {
+	r := s.r()
+	for i, b := range r.bounded {
+		if b == l { // r is s.rare: r.bounded is not empty
+			r.bounded = append(r.bounded[:i], r.bounded[i+1:]...)
+			if s.state.Load() == stateRunning && !r.acting && s.item.Scheduled() {
 				// The idle rule may have been deferring for this handler.
 				w.heap.Push(&s.item, min(s.item.Due, toNanos(w.clock.Now())))
 			}
@@ -450,19 +452,20 @@ func (s *Session) Wait(timeout time.Duration, onTimeout func(ctx context.Context
 	d := WaitTimeout(timeout)
 	now := w.clock.Now()
 	w.mu.Lock()
-	if s.waiter != nil {
-		w.heap.Remove(&s.waiter.item)
+	r := s.rw()
+	if r.waiter != nil {
+		w.heap.Remove(&r.waiter.item)
 	}
-	s.waitGen++
-	gen := s.waitGen
+	s.gen++
+	gen := s.gen
 	if s.state.Load() != stateRunning {
-		s.waiter = nil
+		r.waiter = nil
 		w.mu.Unlock()
 		return gen
 	}
 	wt := &waiter{s: s, gen: gen, fn: onTimeout, from: now, d: d}
 	wt.item.Value = wt
-	s.waiter = wt
+	r.waiter = wt
 	due := toNanos(now.Add(d))
 	w.heap.Push(&wt.item, due)
 	w.mu.Unlock()
@@ -478,12 +481,12 @@ func (s *Session) EndWait() bool {
 	w := s.w
 	now := w.clock.Now()
 	w.mu.Lock()
-	s.waitGen++
-	was := s.waiter != nil
+	s.gen++
+	was := s.r().waiter != nil
 	if was {
-		w.heap.Remove(&s.waiter.item)
-		s.waiter = nil
-		s.observedSince = now.UTC() // silence while waiting is not idleness
+		w.heap.Remove(&s.rare.waiter.item)
+		s.rare.waiter = nil
+		s.since = toNanos(now) // silence while waiting is not idleness
 		if s.state.Load() == stateRunning && s.item.Scheduled() {
 			w.heap.Push(&s.item, min(s.item.Due, toNanos(now)))
 		}
@@ -500,17 +503,17 @@ func (s *Session) EndWait() bool {
 func (s *Session) Waiting() (bool, uint64) {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
-	return s.waiter != nil, s.waitGen
+	return s.r().waiter != nil, s.gen
 }
 
 func (wt *waiter) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 	d.popped = true
 	s := wt.s
-	if s.waiter != wt || s.waitGen != wt.gen || s.state.Load() != stateRunning {
+	if s.r().waiter != wt || s.gen != wt.gen || s.state.Load() != stateRunning {
 		return // superseded: a stale timer never fires
 	}
-	s.waiter = nil
-	s.observedSince = now.UTC()
+	s.rare.waiter = nil
+	s.since = toNanos(now)
 	e := w.event(s, KindWaitTimeout, now)
 	e.Verdict, e.Reason, e.Generation = VerdictContinue, "wait_timeout", wt.gen
 	e.MeasureSeconds, e.LimitSeconds = now.Sub(wt.from).Seconds(), wt.d.Seconds()
@@ -580,7 +583,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		actx, cancel := context.WithCancelCause(s.ctx)
 		at := &phaseAttempt{cancel: cancel}
 		w.mu.Lock()
-		s.attempt = at
+		s.rw().attempt = at
 		w.mu.Unlock()
 		run := func(ctx context.Context) error {
 			p, err := fn(ctx, attempt)
@@ -594,8 +597,8 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 			err = run(actx)
 		}
 		w.mu.Lock()
-		if s.attempt == at {
-			s.attempt = nil
+		if r := s.r(); r.attempt == at {
+			r.attempt = nil // r is s.rare: set above
 		}
 		w.mu.Unlock()
 		cause := context.Cause(actx)

@@ -44,9 +44,31 @@ type chanState struct {
 // output. A channel outside the session's channels is ignored. Touching a
 // session whose window has ended has no effect on any verdict.
 func (s *Session) Touch(ch Channel) {
-	if uint(ch) < uint(len(s.ev)) {
-		s.mark(&s.ev[ch])
+	if uint(ch) < uint(len(s.evBuf)) {
+		s.mark(&s.evBuf[ch])
+	} else if c := s.chanAt(ch); c != nil {
+		s.mark(c)
 	}
+}
+
+// chanAt returns channel ch's evidence, or nil for a channel the session
+// does not have.
+func (s *Session) chanAt(ch Channel) *chanState {
+	if uint(ch) < uint(len(s.evBuf)) {
+		return &s.evBuf[ch]
+	}
+	if s.evx != nil && uint(ch)-uint(len(s.evBuf)) < uint(len(*s.evx)) {
+		return &(*s.evx)[uint(ch)-uint(len(s.evBuf))]
+	}
+	return nil
+}
+
+// numChannels is the number of the session's evidence channels.
+func (s *Session) numChannels() int {
+	if s.evx != nil {
+		return len(s.evBuf) + len(*s.evx)
+	}
+	return len(s.evBuf)
 }
 
 func (s *Session) mark(c *chanState) {
@@ -64,10 +86,10 @@ func (s *Session) mark(c *chanState) {
 // keep it alive. It reports whether the heartbeat counted. Lock-free and free
 // of allocations.
 func (s *Session) Progress(ch Channel, value uint64) bool {
-	if uint(ch) >= uint(len(s.ev)) {
+	c := s.chanAt(ch)
+	if c == nil {
 		return false
 	}
-	c := &s.ev[ch]
 	for {
 		p := c.progress.Load()
 		if value <= p {
@@ -151,13 +173,14 @@ func (s *Session) BeginChildWait() *ChildWait {
 	w := s.w
 	now := w.clock.Now()
 	w.mu.Lock()
-	if s.waits.open == 0 {
-		s.waits.openSince = now
+	cw := &s.rw().waits
+	if cw.open == 0 {
+		cw.openSince = now
 	}
-	s.waits.open++
+	cw.open++
 	due := int64(math.MaxInt64)
 	if c := s.cfg.limits.ChildWaitCeiling; c > 0 && s.state.Load() == stateRunning && s.item.Scheduled() {
-		due = toNanos(now.Add(c - s.waits.closed).Add(time.Nanosecond))
+		due = toNanos(now.Add(c - cw.closed).Add(time.Nanosecond))
 		if due < s.item.Due {
 			w.heap.Push(&s.item, due)
 		}
@@ -177,7 +200,7 @@ func (c *ChildWait) End() {
 	w := c.s.w
 	now := w.clock.Now()
 	w.mu.Lock()
-	cw := &c.s.waits
+	cw := &c.s.rw().waits
 	if cw.open--; cw.open == 0 {
 		cw.closed += max(now.Sub(cw.openSince), 0)
 		cw.openSince = time.Time{}
@@ -203,27 +226,29 @@ type EvidenceEntry struct {
 
 // snapshot reads the session for the decision. Called with w.mu held.
 func (s *Session) snapshot() decide.Snapshot {
-	chs := make([]decide.Channel, len(s.ev))
-	for i := range s.ev {
-		chs[i] = decide.Channel{Last: s.ev[i].last.Load(), Count: s.ev[i].count.Load()}
+	chs := make([]decide.Channel, s.numChannels())
+	for i := range chs {
+		c := s.chanAt(Channel(i))
+		chs[i] = decide.Channel{Last: c.last.Load(), Count: c.count.Load()}
 	}
+	r := s.r()
 	var until time.Time
-	for _, l := range s.bounded {
+	for _, l := range r.bounded {
 		if end := l.deadline.Add(l.grace); until.IsZero() || end.Before(until) {
 			until = end
 		}
 	}
 	return decide.Snapshot{
-		BoundedWork:        len(s.bounded),
+		BoundedWork:        len(r.bounded),
 		BoundedUntil:       until,
-		Waiting:            s.waiter != nil,
+		Waiting:            r.waiter != nil,
 		SessionStartedAt:   s.sessionStartedAt,
 		WindowStartedAt:    s.windowStartedAt,
-		ObservedSince:      s.observedSince,
+		ObservedSince:      s.observedSince(),
 		Channels:           chs,
-		ChildWait:          s.waits.closed,
-		ChildWaitOpenSince: s.waits.openSince,
-		State:              s.rules,
+		ChildWait:          r.waits.closed,
+		ChildWaitOpenSince: r.waits.openSince,
+		State:              r.rules,
 	}
 }
 

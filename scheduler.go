@@ -61,7 +61,7 @@ type dueWork struct {
 
 func (s *Session) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 	d.popped = true
-	if s.state.Load() != stateRunning || s.acting {
+	if s.state.Load() != stateRunning || s.r().acting {
 		return
 	}
 	f, a := w.decideLocked(s, now)
@@ -108,7 +108,7 @@ func (w *Watchdog) runDue() {
 	}
 	for _, f := range d.fired {
 		w.log.Info("watchdog: session cancelled", zap.String("session_id", f.s.id),
-			zap.Int("window", f.s.window), zap.String("reason", f.v.Reason),
+			zap.Int("window", int(f.s.window)), zap.String("reason", f.v.Reason),
 			zap.Duration("measure", f.v.Elapsed), zap.Duration("limit", f.v.Budget))
 	}
 }
@@ -125,19 +125,20 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
 		switch v.Action {
 		case decide.Advise:
 			w.rec.enqueue(w.decisionEvent(s, sn, v, now, ModeShadow))
-			s.rules = v.State
-			s.rules.Advised = s.rules.Advised.With(v.Rule)
+			r := s.rw()
+			r.rules = v.State
+			r.rules.Advised = r.rules.Advised.With(v.Rule)
 			continue
 		case decide.Act:
 			dec := w.decisionEvent(s, sn, v, now, ModeAct)
 			w.rec.enqueue(dec)
-			s.rules = v.State
+			s.setRules(v.State)
 			ve := &VerdictError{
-				SessionID: s.id, Window: s.window, Rule: ruleNames[v.Rule], Reason: v.Rule.Reason(),
+				SessionID: s.id, Window: int(s.window), Rule: ruleNames[v.Rule], Reason: v.Rule.Reason(),
 				Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: now.UTC(),
 				Recoverable: v.Rule.Recoverable(), DecisionID: dec.ID, Evidence: dec.EvidenceSummary,
 			}
-			if ve.Recoverable && s.attempt != nil {
+			if ve.Recoverable && s.r().attempt != nil {
 				// A recovery layer runs this attempt: end the attempt,
 				// not the window, and measure idleness afresh.
 				w.cancelAttemptLocked(s, ve, now)
@@ -147,7 +148,7 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
 				w.endLocked(s, ve, sn, dec.EvidenceSummary, now) // same snapshot and instant as the decision
 				return &firing{s, ve}, nil
 			}
-			s.acting = true
+			s.rw().acting = true
 			return nil, &actItem{s: s, v: ve}
 		default:
 			w.continueLocked(s, sn, v, now)
@@ -158,7 +159,7 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
 
 // continueLocked applies a Continue verdict. Called with w.mu held.
 func (w *Watchdog) continueLocked(s *Session, sn decide.Snapshot, v decide.Verdict, now time.Time) {
-	s.rules = v.State
+	s.setRules(v.State)
 	if v.Record {
 		w.rec.enqueue(w.verdictEvent(s, sn, v, now))
 	}
@@ -174,7 +175,7 @@ func (w *Watchdog) continueLocked(s *Session, sn decide.Snapshot, v decide.Verdi
 func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, summary []EvidenceEntry, now time.Time) {
 	s.state.Store(stateEnded)
 	s.endCause = ve
-	s.acting = false
+	s.clearActing()
 	delete(w.sessions, s.id)
 	w.heap.Remove(&s.item)
 	s.dropWaiterLocked()
@@ -194,15 +195,15 @@ func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, s
 // cancelAttemptLocked ends the running RunPhase attempt with verdict ve and
 // records the outcome. Called with w.mu held.
 func (w *Watchdog) cancelAttemptLocked(s *Session, ve *VerdictError, now time.Time) {
-	at := s.attempt
-	s.attempt = nil
+	at := s.rare.attempt // the caller saw it set
+	s.rare.attempt = nil
 	e := w.event(s, KindAttemptCancelled, now)
 	e.Reason, e.Rule, e.Verdict, e.DecidedByDecisionID = ve.Reason, ve.Rule, VerdictHardStop, ve.DecisionID
 	e.Recoverable = &ve.Recoverable
 	e.MeasureSeconds, e.LimitSeconds = ve.Elapsed.Seconds(), ve.Budget.Seconds()
 	w.rec.enqueue(e)
-	s.observedSince = now.UTC()
-	s.rules = decide.State{Advised: s.rules.Advised}
+	s.since = toNanos(now)
+	s.setRules(decide.State{Advised: s.r().rules.Advised})
 	v := decide.Decide(s.cfg.limits, s.snapshot(), now)
 	if !v.Next.IsZero() {
 		w.heap.Push(&s.item, toNanos(v.Next))
@@ -212,11 +213,11 @@ func (w *Watchdog) cancelAttemptLocked(s *Session, ve *VerdictError, now time.Ti
 
 // dropWaiterLocked disarms the waiting watchdog when the window ends.
 func (s *Session) dropWaiterLocked() {
-	if s.waiter != nil {
-		s.w.heap.Remove(&s.waiter.item)
-		s.waiter = nil
+	if r := s.rare; r != nil && r.waiter != nil {
+		s.w.heap.Remove(&r.waiter.item)
+		r.waiter = nil
 	}
-	s.waitGen++
+	s.gen++
 }
 
 func (s *Session) childWait(sn decide.Snapshot, now time.Time) time.Duration {
@@ -446,7 +447,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 	sn := s.snapshot()
 	v := decide.Decide(s.cfg.limits, sn, now)
 	if v.Action != decide.Act {
-		s.acting = false
+		s.clearActing()
 		e := w.event(s, KindSuperseded, now)
 		e.Rule, e.Reason, e.DecidedByDecisionID = it.v.Rule, it.v.Reason, it.v.DecisionID
 		e.EvidenceSummary = s.summary(sn, now)
@@ -471,7 +472,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 		w.mu.Unlock()
 		return
 	}
-	s.acting = false
+	s.clearActing()
 	if err != nil {
 		e := w.event(s, KindActionFailed, now)
 		e.Rule, e.Reason, e.DecidedByDecisionID, e.Error = it.v.Rule, it.v.Reason, it.v.DecisionID, err.Error()

@@ -178,24 +178,75 @@ type Session struct {
 
 	sessionStartedAt time.Time
 	windowStartedAt  time.Time
-	window           int
 
 	state    atomic.Uint32 // written under w.mu
-	acting   bool          // a decision waits for the action goroutine; guarded by w.mu
-	endCause error         // why the window ended; written under w.mu with stateEnded
+	window   int32
+	endCause error // why the window ended; written under w.mu with stateEnded
 	item     sched.Item[timed]
 
-	ev    []chanState  // evidence, indexed by Channel: evBuf[:] unless the policy names extra channels
-	evBuf [4]chanState // the built-in channels' evidence, in place
-	waits childWaits   // guarded by w.mu
-	rules decide.State // the rules' memory; guarded by w.mu
+	evBuf [4]chanState // the built-in channels' evidence (see chanAt)
+	evx   *[]chanState // the policy's extra channels' evidence; nil if it names none
+	since int64        // observed since (Unix ns, UTC): the idle floor, evidence before it does not count; guarded by w.mu
+	gen   uint64       // the waiting watchdog's generation; guarded by w.mu
+	rare  *sessionRare // guarded by w.mu; nil until a session uses what it holds
+}
 
-	observedSince time.Time // idle floor: evidence before it does not count; guarded by w.mu
-
+// sessionRare is the part of a Session that most sessions never use: child
+// waits, the idle and shadow rules' memory, custom actions, deadline
+// layers, the waiting watchdog and RunPhase. It is allocated on first use,
+// under w.mu, so a plain session stays small.
+type sessionRare struct {
+	waits   childWaits    // guarded by w.mu
+	rules   decide.State  // the rules' memory; guarded by w.mu
+	acting  bool          // a decision waits for the action goroutine; guarded by w.mu
 	bounded []*layer      // in-flight handlers with a deadline; guarded by w.mu
 	waiter  *waiter       // armed waiting watchdog; guarded by w.mu
-	waitGen uint64        // guarded by w.mu
 	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
+}
+
+// noRare stands in, read-only, for the sessionRare of a session without one.
+var noRare sessionRare
+
+// r returns s's sessionRare for reading: the zero stand-in if s has none.
+// Never write through it. Called with w.mu held.
+func (s *Session) r() *sessionRare {
+	if s.rare != nil {
+		return s.rare
+	}
+	return &noRare
+}
+
+// rw returns s's sessionRare for writing, allocating it on first use.
+// Called with w.mu held.
+func (s *Session) rw() *sessionRare {
+	if s.rare == nil {
+		s.rare = new(sessionRare)
+	}
+	return s.rare
+}
+
+// setRules stores the rules' memory. Called with w.mu held.
+func (s *Session) setRules(st decide.State) {
+	if s.rare == nil && st == (decide.State{}) {
+		return
+	}
+	s.rw().rules = st
+}
+
+// clearActing records that no decision waits for the action goroutine.
+// Called with w.mu held.
+func (s *Session) clearActing() {
+	if s.rare != nil {
+		s.rare.acting = false
+	}
+}
+
+// observedSince is the idle floor as a time. Called with w.mu held.
+func (s *Session) observedSince() time.Time {
+	if s.since == math.MinInt64 {
+		return time.Time{}
+	}
+	return time.Unix(0, s.since).UTC()
 }
 
 // sessionConfig is what a session needs from its Policy, resolved once.
@@ -266,7 +317,7 @@ func (s *Session) ID() string { return s.id }
 func (s *Session) Context() context.Context { return s.ctx }
 
 // Window returns the window number, from 1.
-func (s *Session) Window() int { return s.window }
+func (s *Session) Window() int { return int(s.window) }
 
 // StartedAt returns session_started_at: the session's original start, kept
 // across resumes and restarts.
@@ -374,10 +425,10 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 		}
 	}
 	if ended || last == 0 {
-		s.window = last + 1
+		s.window = int32(last + 1)
 		s.windowStartedAt = w.clock.Now().UTC()
 	} else {
-		s.window = last
+		s.window = int32(last)
 		s.windowStartedAt = lastWindowStart.UTC()
 	}
 	if err := w.activate(s, KindResume, true); err != nil {
@@ -390,12 +441,13 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 func (w *Watchdog) newSession(ctx context.Context, id string, p Policy) *Session {
 	s := &Session{w: w, id: id, cfg: w.config(p)}
 	s.vctx = sessionCtx{ctx, s}
-	s.ev = s.evBuf[:]
+	s.since = math.MinInt64
 	if len(p.Channels) > 0 {
-		s.ev = make([]chanState, len(builtinChannels)+len(p.Channels))
+		x := make([]chanState, len(p.Channels))
+		s.evx = &x
 	}
-	for i := range s.ev {
-		s.ev[i].last.Store(decide.Never)
+	for i := range s.numChannels() {
+		s.chanAt(Channel(i)).last.Store(decide.Never)
 	}
 	s.ctx, s.cancel = context.WithCancelCause(&s.vctx)
 	s.item.Value = s
@@ -449,7 +501,7 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 	}
 	w.sessions[s.id] = s
 	s.state.Store(stateRunning)
-	s.observedSince = now.UTC()
+	s.since = toNanos(now)
 	v := decide.Decide(s.cfg.limits, s.snapshot(), now)
 	due := toNanos(v.Next)
 	if v.Action != decide.Continue || v.Record || v.Next.IsZero() {
@@ -480,7 +532,7 @@ func (w *Watchdog) event(s *Session, kind string, now time.Time) Event {
 		AggregateType:           AggregateType,
 		AggregateID:             s.id,
 		Kind:                    kind,
-		Window:                  s.window,
+		Window:                  int(s.window),
 		SessionStartedAt:        s.sessionStartedAt,
 		WindowStartedAt:         s.windowStartedAt,
 		OccurredAt:              now,
@@ -525,7 +577,7 @@ func (s *Session) stop(code string) (bool, error) {
 	w.mu.Unlock()
 	s.cancel(ErrSessionStopped)
 	if ce := w.log.Check(zap.DebugLevel, "watchdog: session stopped"); ce != nil { // no fields built when disabled
-		ce.Write(zap.String("session_id", s.id), zap.Int("window", s.window), zap.String("stop_reason_code", code))
+		ce.Write(zap.String("session_id", s.id), zap.Int("window", int(s.window)), zap.String("stop_reason_code", code))
 	}
 	return true, nil
 }
@@ -581,7 +633,7 @@ func (w *Watchdog) Run(ctx context.Context, id string, p Policy, fn func(ctx con
 // caller's context ended) or StopFailed, and returns fn's error. A panic in fn
 // stops the session with StopFailed and is re-raised.
 func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error) {
-	res = Result{SessionID: s.id, Window: s.window}
+	res = Result{SessionID: s.id, Window: int(s.window)}
 	if fn == nil {
 		s.stop(StopFailed)
 		return res, fmt.Errorf("%w: nil function", ErrInvalidArgument)
