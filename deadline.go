@@ -280,7 +280,7 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 		e.Recoverable = &rec
 		l.event = &e
 		v.DecisionID = e.ID
-		w.rec.enqueue(e)
+		w.enqueueLocked(e)
 		w.heap.Push(&l.item, toNanos(now.Add(l.grace)))
 		d.after = append(d.after, func() {
 			l.cancel(v)
@@ -296,7 +296,7 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 		e.Reason, e.Handler, e.Layer = l.cause.(*VerdictError).Reason, l.name, string(l.kind)
 		e.DyingSpan = l.cause.(*VerdictError).DyingSpan
 		e.MeasureSeconds, e.LimitSeconds = now.Sub(l.started).Seconds(), (l.budget + l.grace).Seconds()
-		w.rec.enqueue(e)
+		w.enqueueLocked(e)
 		d.after = append(d.after, func() {
 			close(l.abandon)
 			w.log.Error("watchdog: handler ignored its deadline and was abandoned", zap.String("session_id", l.s.id),
@@ -517,7 +517,7 @@ func (wt *waiter) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 	e := w.event(s, KindWaitTimeout, now)
 	e.Verdict, e.Reason, e.Generation = VerdictContinue, "wait_timeout", wt.gen
 	e.MeasureSeconds, e.LimitSeconds = now.Sub(wt.from).Seconds(), wt.d.Seconds()
-	w.rec.enqueue(e)
+	w.enqueueLocked(e)
 	if s.item.Scheduled() {
 		w.heap.Push(&s.item, min(s.item.Due, toNanos(now)))
 	}

@@ -89,6 +89,7 @@ type Watchdog struct {
 	heap     sched.Heap[timed]
 	layers   map[*layer]struct{} // in-flight deadline layers
 	closed   bool
+	passing  bool // a scheduler pass holds the recorder's queue (see enqueueLocked)
 
 	timerMu sync.Mutex // guards timer, armed, armedAt; taken before mu, never inside it
 	timer   *clock.Timer

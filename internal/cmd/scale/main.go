@@ -240,6 +240,18 @@ func gcRun() {
 		timers[i].Stop()
 		cancels[i]()
 	}
+	timers, cancels = nil, nil
+	runtime.GC()
+	// The floor any design with a context per session pays.
+	ctxs := make([]context.Context, *n)
+	cancelCauses := make([]context.CancelCauseFunc, *n)
+	for i := range ctxs {
+		ctxs[i], cancelCauses[i] = context.WithCancelCause(context.Background())
+	}
+	row("context.WithCancelCause only", *n)
+	for _, c := range cancelCauses {
+		c(nil)
+	}
 }
 
 // spin is a CPU-bound goroutine.
