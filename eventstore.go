@@ -325,7 +325,10 @@ func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	// Check the whole batch first so that a refusal appends nothing.
-	batch := make(map[windowKey]string)
+	var batch map[windowKey]string // only a batch of several can refuse itself
+	if len(events) > 1 {
+		batch = make(map[windowKey]string)
+	}
 	for _, e := range events {
 		if _, dup := m.ids[e.ID]; dup || !e.Terminal() {
 			continue
@@ -337,7 +340,9 @@ func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
 		if prev, ok := batch[k]; ok && prev != e.ID {
 			return fmt.Errorf("%w: session %q window %d has two terminal events in one batch", ErrAlreadyDecided, e.AggregateID, e.Window)
 		}
-		batch[k] = e.ID
+		if batch != nil {
+			batch[k] = e.ID
+		}
 	}
 	for _, e := range events {
 		if _, dup := m.ids[e.ID]; dup {

@@ -176,7 +176,8 @@ func (r *recorder) drain() {
 		r.mu.Unlock()
 		if r.attempt(e, false) {
 			r.mu.Lock()
-			r.removeLocked(i) // only this goroutine removes, so i is still e's index
+			delete(r.blocked, e.AggregateID) // recorded: the session's lane is clear
+			r.removeLocked(i)                // only this goroutine removes, so i is still e's index
 			r.mu.Unlock()
 		}
 		i++
@@ -256,9 +257,7 @@ func (r *recorder) attempt(e Event, final bool) bool {
 	r.one[0] = Event{}
 	switch {
 	case err == nil:
-		r.mu.Lock()
-		delete(r.blocked, e.AggregateID)
-		r.mu.Unlock()
+		// drain clears e's lane as it removes e; close ignores lanes.
 		if r.onEvent != nil {
 			r.onEvent(e)
 		}
