@@ -207,7 +207,12 @@ type eventQueue struct {
 	off    int
 	head   int
 	end    int
+	spares [][]Event // drained chunks (all zero) kept for reuse, at most maxSpares
 }
+
+// maxSpares bounds the drained chunks a queue keeps (about 1 MB): enough to
+// ride out a recorder that falls behind for a while without allocating.
+const maxSpares = 8
 
 const queueChunk = 256
 
@@ -218,7 +223,14 @@ func (q *eventQueue) at(i int) *Event {
 
 func (q *eventQueue) push(e Event) {
 	if q.end-q.off == len(q.chunks)*queueChunk {
-		q.chunks = append(q.chunks, make([]Event, queueChunk))
+		var c []Event
+		if n := len(q.spares); n > 0 {
+			c, q.spares[n-1] = q.spares[n-1], nil
+			q.spares = q.spares[:n-1]
+		} else {
+			c = make([]Event, queueChunk)
+		}
+		q.chunks = append(q.chunks, c)
 	}
 	*q.at(q.end) = e
 	q.end++
@@ -229,6 +241,9 @@ func (q *eventQueue) popFront() {
 	*q.at(q.head) = Event{}
 	q.head++
 	if q.head-q.off == queueChunk {
+		if len(q.spares) < maxSpares {
+			q.spares = append(q.spares, q.chunks[0]) // every slot was zeroed as it was popped
+		}
 		q.chunks[0] = nil
 		q.chunks = q.chunks[1:]
 		q.off += queueChunk
@@ -241,8 +256,13 @@ func (q *eventQueue) compact() {
 	if q.head != q.end {
 		return
 	}
-	if len(q.chunks) > 1 {
-		q.chunks = q.chunks[:1:1]
+	for len(q.chunks) > 1 { // empty chunks beyond the first
+		c := q.chunks[len(q.chunks)-1]
+		q.chunks[len(q.chunks)-1] = nil
+		q.chunks = q.chunks[:len(q.chunks)-1]
+		if len(q.spares) < maxSpares {
+			q.spares = append(q.spares, c)
+		}
 	}
 	q.off, q.head, q.end = 0, 0, 0
 }
