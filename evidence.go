@@ -226,7 +226,21 @@ type EvidenceEntry struct {
 
 // snapshot reads the session for the decision. Called with w.mu held.
 func (s *Session) snapshot() decide.Snapshot {
-	chs := make([]decide.Channel, s.numChannels())
+	return s.snapshotInto(make([]decide.Channel, s.numChannels()))
+}
+
+// snapshotLocked is snapshot with its channels in the Watchdog's scratch
+// buffer: the result is valid only until w.mu is released or the next
+// snapshotLocked. Called with w.mu held.
+func (s *Session) snapshotLocked() decide.Snapshot {
+	n := s.numChannels()
+	if n > len(s.w.scratch) {
+		return s.snapshot()
+	}
+	return s.snapshotInto(s.w.scratch[:n])
+}
+
+func (s *Session) snapshotInto(chs []decide.Channel) decide.Snapshot {
 	for i := range chs {
 		c := s.chanAt(Channel(i))
 		chs[i] = decide.Channel{Last: c.last.Load(), Count: c.count.Load()}

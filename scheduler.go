@@ -137,7 +137,7 @@ func (w *Watchdog) enqueueLocked(e Event) {
 // w.mu held.
 func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
 	for {
-		sn := s.snapshot()
+		sn := s.snapshotLocked() // used under w.mu only: the summary copies it
 		v := decide.Decide(s.cfg.limits, sn, now)
 		switch v.Action {
 		case decide.Advise:
@@ -221,7 +221,7 @@ func (w *Watchdog) cancelAttemptLocked(s *Session, ve *VerdictError, now time.Ti
 	w.enqueueLocked(e)
 	s.since = toNanos(now)
 	s.setRules(decide.State{Advised: s.r().rules.Advised})
-	v := decide.Decide(s.cfg.limits, s.snapshot(), now)
+	v := decide.Decide(s.cfg.limits, s.snapshotLocked(), now)
 	if !v.Next.IsZero() {
 		w.heap.Push(&s.item, toNanos(v.Next))
 	}

@@ -89,7 +89,8 @@ type Watchdog struct {
 	heap     sched.Heap[timed]
 	layers   map[*layer]struct{} // in-flight deadline layers
 	closed   bool
-	passing  bool // a scheduler pass holds the recorder's queue (see enqueueLocked)
+	passing  bool                        // a scheduler pass holds the recorder's queue (see enqueueLocked)
+	scratch  [MaxChannels]decide.Channel // snapshotLocked's buffer; guarded by mu
 
 	timerMu sync.Mutex // guards timer, armed, armedAt; taken before mu, never inside it
 	timer   *clock.Timer
@@ -503,7 +504,7 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 	w.sessions[s.id] = s
 	s.state.Store(stateRunning)
 	s.since = toNanos(now)
-	v := decide.Decide(s.cfg.limits, s.snapshot(), now)
+	v := decide.Decide(s.cfg.limits, s.snapshotLocked(), now)
 	due := toNanos(v.Next)
 	if v.Action != decide.Continue || v.Record || v.Next.IsZero() {
 		due = toNanos(now) // already due: the scheduler decides it
