@@ -57,18 +57,17 @@ func (s *Session) chanAt(ch Channel) *chanState {
 	if uint(ch) < uint(len(s.evBuf)) {
 		return &s.evBuf[ch]
 	}
-	if s.evx != nil && uint(ch)-uint(len(s.evBuf)) < uint(len(*s.evx)) {
-		return &(*s.evx)[uint(ch)-uint(len(s.evBuf))]
+	// The policy (immutable) says whether rare.evx exists: reading s.rare
+	// is then safe without the lock (see newSession).
+	if i := uint(ch) - uint(len(s.evBuf)); i < uint(len(s.cfg.policy.Channels)) {
+		return &s.rare.evx[i]
 	}
 	return nil
 }
 
 // numChannels is the number of the session's evidence channels.
 func (s *Session) numChannels() int {
-	if s.evx != nil {
-		return len(s.evBuf) + len(*s.evx)
-	}
-	return len(s.evBuf)
+	return len(s.evBuf) + len(s.cfg.policy.Channels)
 }
 
 func (s *Session) mark(c *chanState) {

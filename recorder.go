@@ -210,9 +210,9 @@ type eventQueue struct {
 	spares [][]Event // drained chunks (all zero) kept for reuse, at most maxSpares
 }
 
-// maxSpares bounds the drained chunks a queue keeps (about 1 MB): enough to
+// maxSpares bounds the drained chunks a queue keeps (about 270 KB): enough to
 // ride out a recorder that falls behind for a while without allocating.
-const maxSpares = 8
+const maxSpares = 2
 
 const queueChunk = 256
 

@@ -190,8 +190,8 @@ func (w *Watchdog) continueLocked(s *Session, sn decide.Snapshot, v decide.Verdi
 // caller has it already (nil: computed here). The caller cancels the context
 // after unlocking. Called with w.mu held.
 func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, summary []EvidenceEntry, now time.Time) {
-	s.state.Store(stateEnded)
-	s.endCause = ve
+	s.rw().fired = ve
+	s.state.Store(stateFired)
 	s.clearActing()
 	delete(w.sessions, s.id)
 	w.heap.Remove(&s.item)

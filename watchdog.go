@@ -164,7 +164,10 @@ func (w *Watchdog) Store() EventStore { return w.store }
 const (
 	stateReserved uint32 = iota // Resume is loading; not scheduled
 	stateRunning
-	stateEnded
+	// The window ended; the state says why (see endCauseLocked).
+	stateStopped // Stop or Run: ErrSessionStopped
+	stateClosed  // Close: ErrClosed
+	stateFired   // the watchdog acted: rare.fired
 )
 
 // Session is one watched session window. Its methods are safe for concurrent
@@ -181,13 +184,11 @@ type Session struct {
 	sessionStartedAt time.Time
 	windowStartedAt  time.Time
 
-	state    atomic.Uint32 // written under w.mu
-	window   int32
-	endCause error // why the window ended; written under w.mu with stateEnded
-	item     sched.Item[timed]
+	state  atomic.Uint32 // written under w.mu; an ended state says why (endCauseLocked)
+	window int32
+	item   sched.Item[timed]
 
-	evBuf [4]chanState // the built-in channels' evidence (see chanAt)
-	evx   *[]chanState // the policy's extra channels' evidence; nil if it names none
+	evBuf [4]chanState // the built-in channels' evidence (see chanAt); extra channels' are in rare
 	since int64        // observed since (Unix ns, UTC): the idle floor, evidence before it does not count; guarded by w.mu
 	gen   uint64       // the waiting watchdog's generation; guarded by w.mu
 	rare  *sessionRare // guarded by w.mu; nil until a session uses what it holds
@@ -198,6 +199,8 @@ type Session struct {
 // layers, the waiting watchdog and RunPhase. It is allocated on first use,
 // under w.mu, so a plain session stays small.
 type sessionRare struct {
+	evx     []chanState   // the policy's extra channels' evidence; set before the session is shared, then only its atomics change
+	fired   *VerdictError // why the window ended, in stateFired; guarded by w.mu
 	waits   childWaits    // guarded by w.mu
 	rules   decide.State  // the rules' memory; guarded by w.mu
 	acting  bool          // a decision waits for the action goroutine; guarded by w.mu
@@ -241,6 +244,20 @@ func (s *Session) clearActing() {
 	if s.rare != nil {
 		s.rare.acting = false
 	}
+}
+
+// endCauseLocked is why the window ended: nil while it runs. Called with
+// w.mu held.
+func (s *Session) endCauseLocked() error {
+	switch s.state.Load() {
+	case stateStopped:
+		return ErrSessionStopped
+	case stateClosed:
+		return ErrClosed
+	case stateFired:
+		return s.rare.fired
+	}
+	return nil
 }
 
 // observedSince is the idle floor as a time. Called with w.mu held.
@@ -445,8 +462,9 @@ func (w *Watchdog) newSession(ctx context.Context, id string, p Policy) *Session
 	s.vctx = sessionCtx{ctx, s}
 	s.since = math.MinInt64
 	if len(p.Channels) > 0 {
-		x := make([]chanState, len(p.Channels))
-		s.evx = &x
+		// Touch reads rare.evx without the lock: rare is set here, before
+		// the session is shared, and never replaced.
+		s.rare = &sessionRare{evx: make([]chanState, len(p.Channels))}
 	}
 	for i := range s.numChannels() {
 		s.chanAt(Channel(i)).last.Store(decide.Never)
@@ -561,15 +579,14 @@ func (s *Session) stop(code string) (bool, error) {
 	w := s.w
 	w.mu.Lock()
 	if s.state.Load() != stateRunning {
-		cause := s.endCause
+		cause := s.endCauseLocked()
 		w.mu.Unlock()
 		if errors.Is(cause, ErrSessionStopped) {
 			return false, nil
 		}
 		return false, cause
 	}
-	s.state.Store(stateEnded)
-	s.endCause = ErrSessionStopped
+	s.state.Store(stateStopped)
 	delete(w.sessions, s.id)
 	w.heap.Remove(&s.item)
 	s.dropWaiterLocked()
@@ -724,8 +741,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		w.closed = true
 		live := make([]*Session, 0, len(w.sessions))
 		for _, s := range w.sessions {
-			s.state.Store(stateEnded)
-			s.endCause = ErrClosed
+			s.state.Store(stateClosed)
 			w.heap.Remove(&s.item)
 			s.dropWaiterLocked()
 			live = append(live, s)

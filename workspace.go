@@ -81,8 +81,8 @@ func (s *Session) WatchWorkspace(root string, ignore ...string) error {
 		w.mu.Unlock()
 		return ErrClosed
 	}
-	if s.state.Load() == stateEnded {
-		cause := s.endCause
+	if s.state.Load() >= stateStopped {
+		cause := s.endCauseLocked()
 		w.mu.Unlock()
 		return cause
 	}
