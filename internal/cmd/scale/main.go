@@ -173,6 +173,7 @@ func idle() {
 		}
 		fmt.Printf("| %s | %d | %.3f | %s |\n", name, count, pct, per)
 	}
+	row("no Watchdog (the Go runtime alone)", 0, idleCPU(*dur))
 	w := newWatchdog()
 	row("watchdog", 0, idleCPU(*dur))
 	watch(w, *n)
