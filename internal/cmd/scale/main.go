@@ -47,6 +47,7 @@ var (
 	store      = flag.String("store", "discard", "discard or memory: the Watchdog's EventStore (idle, gc)")
 	rounds     = flag.Int("gc-rounds", 5, "timed runtime.GC calls (gc); the median is printed")
 	tickEvr    = flag.Duration("tick", time.Second, "the naive goroutine's ticker period")
+	gcImpls    = flag.String("gc-impls", "watchdog,ticker,afterfunc,context", "approaches measured by -mode gc, in this order in one process (run one per process for clean figures: a goroutine per session leaves its dead goroutines' descriptors on the heap for good)")
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	traceOut   = flag.String("trace", "", "write an execution trace of the whole run to this file")
 )
@@ -219,39 +220,45 @@ func gcRun() {
 		fmt.Printf("| %s | %d | %.0f | %v | %v |\n", name, count, liveMB(), wall.Round(10*time.Microsecond), stw.Round(time.Microsecond))
 	}
 	row("empty process", 0)
-	w := newWatchdog()
-	watch(w, *n)
-	row("watchdog", *n)
-	_ = w.Close(context.Background())
-	w = nil
-	runtime.GC()
-	stop := tickers(*naiveN)
-	row(fmt.Sprintf("goroutine+ticker(%v)", *tickEvr), *naiveN)
-	stop()
-	runtime.GC()
-	timers := make([]*time.Timer, *naiveN)
-	cancels := make([]context.CancelFunc, *naiveN)
-	for i := range timers {
-		_, cancel := context.WithCancel(context.Background())
-		cancels[i] = cancel
-		timers[i] = time.AfterFunc(24*time.Hour, cancel)
-	}
-	row("afterfunc", *naiveN)
-	for i := range timers {
-		timers[i].Stop()
-		cancels[i]()
-	}
-	timers, cancels = nil, nil
-	runtime.GC()
-	// The floor any design with a context per session pays.
-	ctxs := make([]context.Context, *n)
-	cancelCauses := make([]context.CancelCauseFunc, *n)
-	for i := range ctxs {
-		ctxs[i], cancelCauses[i] = context.WithCancelCause(context.Background())
-	}
-	row("context.WithCancelCause only", *n)
-	for _, c := range cancelCauses {
-		c(nil)
+	for _, impl := range strings.Split(*gcImpls, ",") {
+		switch strings.TrimSpace(impl) {
+		case "watchdog":
+			w := newWatchdog()
+			watch(w, *n)
+			row("watchdog", *n)
+			_ = w.Close(context.Background())
+		case "ticker":
+			stop := tickers(*naiveN)
+			row(fmt.Sprintf("goroutine+ticker(%v)", *tickEvr), *naiveN)
+			stop()
+		case "afterfunc":
+			timers := make([]*time.Timer, *naiveN)
+			cancels := make([]context.CancelFunc, *naiveN)
+			for i := range timers {
+				_, cancel := context.WithCancel(context.Background())
+				cancels[i] = cancel
+				timers[i] = time.AfterFunc(24*time.Hour, cancel)
+			}
+			row("afterfunc", *naiveN)
+			for i := range timers {
+				timers[i].Stop()
+				cancels[i]()
+			}
+		case "context":
+			// The floor of any design with a context per session.
+			ctxs := make([]context.Context, *n)
+			cancels := make([]context.CancelCauseFunc, *n)
+			for i := range ctxs {
+				ctxs[i], cancels[i] = context.WithCancelCause(context.Background())
+			}
+			row("context.WithCancelCause only", *n)
+			for _, c := range cancels {
+				c(nil)
+			}
+		default:
+			fatal(fmt.Errorf("unknown -gc-impls entry %q", impl))
+		}
+		runtime.GC()
 	}
 }
 
