@@ -312,7 +312,7 @@ var (
 // watchdogLateness watches count sessions due within the spread with the
 // default MemoryStore and returns fired_at minus the due instant (the last
 // instant of the window) for each.
-func watchdogLateness(count int, store string) (lat, int) {
+func watchdogLateness(count int, store string, busy func()) (lat, int) {
 	var opts []watchdog.Option
 	if store == "discard" {
 		opts = append(opts, watchdog.WithStore(discardStore{}))
@@ -337,6 +337,7 @@ func watchdogLateness(count int, store string) (lat, int) {
 	if slices.MinFunc(ds, func(a, b time.Time) int { return a.Compare(b) }).Before(time.Now()) {
 		fatal(errors.New("setup took longer than -late-start: raise it"))
 	}
+	busy()
 	out := make([]time.Duration, count)
 	early := 0
 	for i, s := range sessions {
@@ -355,7 +356,7 @@ func watchdogLateness(count int, store string) (lat, int) {
 
 // afterFuncLateness arms one time.AfterFunc per session and returns when each
 // callback ran minus its due instant.
-func afterFuncLateness(count int) (lat, int) {
+func afterFuncLateness(count int, busy func()) (lat, int) {
 	ds := dues(count)
 	out := make([]time.Duration, count)
 	var wg sync.WaitGroup
@@ -373,6 +374,7 @@ func afterFuncLateness(count int) (lat, int) {
 	if slices.MinFunc(ds, func(a, b time.Time) int { return a.Compare(b) }).Before(time.Now()) {
 		fatal(errors.New("setup took longer than -late-start: raise it"))
 	}
+	busy()
 	wg.Wait()
 	early := 0
 	for _, d := range out {
@@ -399,15 +401,17 @@ func lateness() {
 		for _, impl := range append(impls, "afterfunc") {
 			runtime.GC()
 			stop := make(chan struct{})
-			for range k {
-				go spin(stop)
+			busy := func() { // once the setup is done, before the first deadline
+				for range k {
+					go spin(stop)
+				}
 			}
 			var l lat
 			var early int
 			if st, ok := strings.CutPrefix(impl, "watchdog/"); ok {
-				l, early = watchdogLateness(*lateN, st)
+				l, early = watchdogLateness(*lateN, st, busy)
 			} else {
-				l, early = afterFuncLateness(*lateN)
+				l, early = afterFuncLateness(*lateN, busy)
 			}
 			close(stop)
 			fmt.Printf("| %s | %d | %v | %v | %v | %d |\n", impl, k, rnd(l.p50), rnd(l.p99), rnd(l.max), early)
