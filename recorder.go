@@ -210,11 +210,11 @@ type eventQueue struct {
 	spares [][]Event // drained chunks (all zero) kept for reuse, at most maxSpares
 }
 
-// maxSpares bounds the drained chunks a queue keeps (about 270 KB): enough to
+// maxSpares bounds the drained chunks a queue keeps (about 70 KB): enough to
 // ride out a recorder that falls behind for a while without allocating.
 const maxSpares = 2
 
-const queueChunk = 256
+const queueChunk = 64
 
 func (q *eventQueue) at(i int) *Event {
 	i -= q.off
