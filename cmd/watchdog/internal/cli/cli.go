@@ -1,0 +1,238 @@
+// Package cli implements the watchdog command: its subcommands, flags, help
+// texts and exit codes. Main is the whole program, minus os.Exit, so tests
+// run it in-process.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/eventlog"
+	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/inspect"
+)
+
+// Exit codes of the watchdog command.
+const (
+	// ExitOK: the command did what was asked.
+	ExitOK = 0
+	// ExitMismatch: the log was read, but a recorded verdict is wrong
+	// (verify found a mismatch).
+	ExitMismatch = 1
+	// ExitUsage: bad flags or arguments, or an input that cannot be read
+	// (missing file, corrupt line), or an output that cannot be written.
+	ExitUsage = 2
+)
+
+const usage = `watchdog: read and check the event logs the watchdog library records.
+
+Usage:
+  watchdog <command> [flags] [arguments]
+
+Commands:
+  inspect   show each session's timeline: starts, resumes, verdicts with the
+            channel that justified waiting, decisions, actions, outcomes, stops
+  help      show help for a command: watchdog help inspect
+
+An event log is JSON Lines: one event per line, as the watchdog file store
+writes it. "-" reads standard input.
+
+Exit codes:
+  0  success
+  1  a recorded verdict does not check out (mismatch)
+  2  usage error, or an input that cannot be read (missing file, corrupt line)
+
+Examples:
+  watchdog inspect events.jsonl
+  watchdog inspect --session agent-42 --kind verdict,decision events.jsonl
+  watchdog inspect --html report.html events.jsonl
+`
+
+const inspectUsage = `Usage: watchdog inspect [flags] FILE.jsonl
+
+Shows, per session, a timeline of the recorded events: start, resumes, each
+CONTINUE verdict with the channel that justified waiting (active_channel),
+stale observations (settle_count of settle_checks), decisions (mode act or
+shadow, rule, reason), outcomes (cancel and the decision it carried out,
+superseded, action_failed), stops, and every other event kind with its
+reason and fields. Under each verdict: the age of every channel's latest
+evidence; "*" marks the active channel.
+
+FILE is a JSON Lines event log; "-" reads standard input. A line that is
+not a valid event is an error naming the file and line (exit code 2).
+
+Flags:
+%s
+Examples:
+  watchdog inspect events.jsonl
+  watchdog inspect --session agent-42 events.jsonl
+  watchdog inspect --kind cancel --kind decision --since 2026-05-23T09:00:00Z events.jsonl
+  cat events.jsonl | watchdog inspect --json - | jq '.sessions[].final'
+  watchdog inspect --html report.html events.jsonl   # one self-contained page
+`
+
+// Main runs the watchdog command with args (without the program name) and
+// returns its exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return ExitUsage
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "inspect":
+		return runInspect(rest, stdin, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 && rest[0] == "inspect" {
+			return runInspect([]string{"--help"}, stdin, stdout, stderr)
+		}
+		if len(rest) > 0 {
+			fmt.Fprintf(stderr, "watchdog help: unknown command %q\n", rest[0])
+			return ExitUsage
+		}
+		fmt.Fprint(stdout, usage)
+		return ExitOK
+	default:
+		fmt.Fprintf(stderr, "watchdog: unknown command %q\n\n%s", cmd, usage)
+		return ExitUsage
+	}
+}
+
+// listFlag is a repeatable flag whose values may also be comma-separated.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+// timeFlag is an RFC 3339 instant.
+type timeFlag struct{ t time.Time }
+
+func (f *timeFlag) String() string {
+	if f.t.IsZero() {
+		return ""
+	}
+	return f.t.Format(time.RFC3339Nano)
+}
+
+func (f *timeFlag) Set(v string) error {
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return fmt.Errorf("want an RFC 3339 time such as 2026-05-23T09:00:00Z")
+	}
+	f.t = t
+	return nil
+}
+
+func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("watchdog inspect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		sessions, kinds listFlag
+		since, until    timeFlag
+		asJSON          bool
+		htmlOut         string
+	)
+	fs.Var(&sessions, "session", "show only this session id (repeatable, or comma-separated)")
+	fs.Var(&kinds, "kind", "show only this event kind: full (runtime.watchdog.cancel) or short (cancel);\nrepeatable, or comma-separated")
+	fs.Var(&since, "since", "show only events that occurred at or after this RFC 3339 time")
+	fs.Var(&until, "until", "show only events that occurred at or before this RFC 3339 time")
+	fs.BoolVar(&asJSON, "json", false, "write the timelines as JSON to standard output")
+	fs.StringVar(&htmlOut, "html", "", "write one self-contained HTML page with a chart per session to this `file`")
+	pos, code, ok := parse(fs, args, inspectUsage, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "watchdog inspect: want exactly one event log (FILE.jsonl or -), got %d arguments\n", len(pos))
+		fmt.Fprintln(stderr, "run 'watchdog help inspect' for usage")
+		return ExitUsage
+	}
+	if asJSON && htmlOut != "" {
+		fmt.Fprintln(stderr, "watchdog inspect: --json and --html are exclusive: pick one output")
+		return ExitUsage
+	}
+	if !since.t.IsZero() && !until.t.IsZero() && until.t.Before(since.t) {
+		fmt.Fprintf(stderr, "watchdog inspect: --until %s is before --since %s\n", until.String(), since.String())
+		return ExitUsage
+	}
+	events, err := eventlog.ReadFile(pos[0], stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "watchdog inspect: %v\n", err)
+		return ExitUsage
+	}
+	report := inspect.Build(events, inspect.Filter{Sessions: sessions, Kinds: kinds, Since: since.t, Until: until.t})
+	switch {
+	case htmlOut != "":
+		if err := writeHTML(htmlOut, report, pos[0]); err != nil {
+			fmt.Fprintf(stderr, "watchdog inspect: %v\n", err)
+			return ExitUsage
+		}
+		fmt.Fprintf(stderr, "wrote %s (%d sessions)\n", htmlOut, len(report.Sessions))
+	case asJSON:
+		err = inspect.WriteJSON(stdout, report)
+	default:
+		err = inspect.WriteText(stdout, report)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "watchdog inspect: write output: %v\n", err)
+		return ExitUsage
+	}
+	return ExitOK
+}
+
+func writeHTML(path string, r inspect.Report, source string) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	if err := inspect.WriteHTML(f, r, source); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// parse parses flags that may appear before, between or after the
+// positional arguments; a lone "--" ends the flags. It returns ok=false with
+// the exit code when the command must stop: ExitOK after --help (the usage
+// goes to stdout), ExitUsage on a bad flag (the flag package has named it).
+func parse(fs *flag.FlagSet, args []string, help string, stdout, stderr io.Writer) (pos []string, code int, ok bool) {
+	fs.Usage = func() {} // the flag package's error is enough; help on request
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				var b strings.Builder
+				fs.SetOutput(&b)
+				fs.PrintDefaults()
+				fmt.Fprintf(stdout, help, b.String())
+				return nil, ExitOK, false
+			}
+			fmt.Fprintf(stderr, "run 'watchdog help %s' for usage\n", strings.TrimPrefix(fs.Name(), "watchdog "))
+			return nil, ExitUsage, false
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), 0, true
+		}
+		if len(rest) == 0 {
+			return pos, 0, true
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}

@@ -1,0 +1,19 @@
+// Command watchdog reads the event logs that the watchdog library records
+// and shows why each session stopped.
+//
+//	watchdog inspect events.jsonl                  # a timeline per session
+//	watchdog inspect --json events.jsonl           # the same, for machines
+//	watchdog inspect --html report.html events.jsonl
+//
+// Run "watchdog help" for the commands, flags and exit codes.
+package main
+
+import (
+	"os"
+
+	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/cli"
+)
+
+func main() {
+	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
