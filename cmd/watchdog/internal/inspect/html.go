@@ -178,8 +178,12 @@ func chartOf(idx int, s Session) htmlSession {
 		origin = dom.min
 	}
 	step := niceStep(t1.Sub(t0))
-	first := origin.Add(time.Duration(math.Ceil(float64(t0.Sub(origin))/float64(step))) * step)
-	for t := first; !t.After(t1); t = t.Add(step) {
+	tickOrigin := origin
+	if off := t0.Sub(origin); off > 1000*step || off < -1000*step {
+		tickOrigin = t0 // the session start is far away: ticks from the domain's start
+	}
+	first := tickOrigin.Add(time.Duration(math.Ceil(float64(t0.Sub(tickOrigin))/float64(step))) * step)
+	for t, n := first, 0; !t.After(t1) && n < 100; t, n = t.Add(step), n+1 {
 		h.Ticks = append(h.Ticks, tick{X: x(t), Label: "+" + secs(t.Sub(origin).Seconds())})
 	}
 
@@ -364,7 +368,7 @@ func niceStep(d time.Duration) time.Duration {
 	}
 	steps = append(steps, time.Minute, 2*time.Minute, 5*time.Minute, 10*time.Minute, 15*time.Minute, 30*time.Minute, time.Hour, 2*time.Hour, 6*time.Hour, 12*time.Hour, 24*time.Hour)
 	for _, s := range steps {
-		if d/s <= 10 {
+		if d <= 10*s {
 			return s
 		}
 	}
