@@ -23,6 +23,17 @@ var (
 	// cancelled because the window waited on children past
 	// Policy.ChildrenWaitCeiling.
 	ErrChildrenPersistTooLong = errors.New("watchdog: children persist too long")
+	// ErrHandlerDeadlineExceeded is the cause of a handler's context, and
+	// the error Call returns, when the handler outran its budget. It is
+	// distinct from the session-level verdicts.
+	ErrHandlerDeadlineExceeded = errors.New("watchdog: handler deadline exceeded")
+	// ErrIterationDeadlineExceeded: an iteration layer outran its budget.
+	ErrIterationDeadlineExceeded = errors.New("watchdog: iteration deadline exceeded")
+	// ErrPhaseDeadlineExceeded: a phase layer outran its budget.
+	ErrPhaseDeadlineExceeded = errors.New("watchdog: phase deadline exceeded")
+	// ErrRecoveryBudgetExceeded is wrapped by RunPhase's error when the
+	// retries of a phase ran out.
+	ErrRecoveryBudgetExceeded = errors.New("watchdog: recovery budget exceeded")
 	// ErrSessionStopped is the cause of a session context cancelled because
 	// the session was stopped (Stop, or Run's function returned).
 	ErrSessionStopped = errors.New("watchdog: session stopped")
@@ -83,10 +94,23 @@ type VerdictError struct {
 	DecisionID string
 	// Evidence is every channel's evidence at the verdict.
 	Evidence []EvidenceEntry
+	// Layer, Name and DyingSpan are set for a deadline layer's overrun:
+	// the layer that fired, its name (the handler's, for example) and the
+	// step that was running (see Step).
+	Layer     Layer
+	Name      string
+	DyingSpan string
 }
 
 // Error implements error.
 func (e *VerdictError) Error() string {
+	if e.Layer != "" {
+		msg := fmt.Sprintf("watchdog: %s %q: %s: elapsed %v, budget %v", e.Layer, e.Name, e.Reason, e.Elapsed, e.Budget)
+		if e.DyingSpan != "" {
+			msg += fmt.Sprintf(" (dying span %q)", e.DyingSpan)
+		}
+		return msg
+	}
 	return fmt.Sprintf("watchdog: session %q window %d: %s: elapsed %v > budget %v",
 		e.SessionID, e.Window, e.Reason, e.Elapsed, e.Budget)
 }
@@ -102,6 +126,12 @@ func (e *VerdictError) Unwrap() error {
 		return ErrSessionCeilingExceeded
 	case ReasonChildrenPersistTooLong:
 		return ErrChildrenPersistTooLong
+	case "handler_deadline_exceeded":
+		return ErrHandlerDeadlineExceeded
+	case "iteration_deadline_exceeded":
+		return ErrIterationDeadlineExceeded
+	case "phase_deadline_exceeded":
+		return ErrPhaseDeadlineExceeded
 	}
 	return nil
 }
@@ -117,6 +147,9 @@ func (e *VerdictError) StopReasonCode() string {
 		return StopSessionCeilingExceeded
 	case ReasonChildrenPersistTooLong:
 		return StopChildrenPersistTooLong
+	}
+	if e.Layer != "" {
+		return e.Reason
 	}
 	return "watchdog_" + e.Reason
 }

@@ -47,6 +47,24 @@ const (
 	// KindActionFailed records that the configured action returned an
 	// error; the window goes on and the rule is looked at again later.
 	KindActionFailed = "runtime.watchdog.action_failed"
+	// KindHandlerDeadline records a deadline layer's overrun (handler,
+	// iteration or phase): handler, layer, budget (limit_seconds), elapsed
+	// (measure_seconds) and dying_span, the step running at the fire.
+	KindHandlerDeadline = "runtime.handler.deadline_exceeded"
+	// KindHandlerAbandoned records that a function ignored its deadline
+	// past the grace period and its goroutine was abandoned.
+	KindHandlerAbandoned = "runtime.handler.abandoned"
+	// KindWaitTimeout records the waiting watchdog's fire (a verdict that
+	// does not cancel); generation is the arm that fired.
+	KindWaitTimeout = "runtime.watchdog.wait_timeout"
+	// KindAttemptCancelled records that a recoverable verdict ended a
+	// RunPhase attempt instead of the window.
+	KindAttemptCancelled = "runtime.watchdog.attempt_cancelled"
+	// KindRetry records that RunPhase retries a phase (attempt is the next
+	// attempt, limit_seconds the backoff).
+	KindRetry = "runtime.watchdog.retry"
+	// KindRecoveryBudgetExceeded records that a phase's retries ran out.
+	KindRecoveryBudgetExceeded = "runtime.watchdog.recovery_budget_exceeded"
 )
 
 // Verdict labels of Event.Verdict.
@@ -127,6 +145,27 @@ type Event struct {
 	ChildrenWaitSeconds float64 `json:"children_wait_seconds,omitempty"`
 	// Error is the action's error on an action_failed event.
 	Error string `json:"error,omitempty"`
+
+	// Handler, Layer and DyingSpan describe a deadline layer's overrun.
+	Handler   string `json:"handler,omitempty"`
+	Layer     string `json:"layer,omitempty"`
+	DyingSpan string `json:"dying_span,omitempty"`
+	// Phase and Attempt are set on RunPhase's events.
+	Phase   string `json:"phase,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	// Generation is the waiting watchdog's arm on a wait_timeout event.
+	Generation uint64 `json:"generation,omitempty"`
+	// HandlersInFlight and Waiting are decision inputs on verdict events:
+	// in-flight handlers with a deadline (bounded work the idle rule waits
+	// for) and the waiting state (which suspends the idle rule).
+	HandlersInFlight int  `json:"handlers_in_flight,omitempty"`
+	Waiting          bool `json:"waiting,omitempty"`
+	// ObservedSince is a decision input on verdict events: the instant
+	// from which the idle rule counts (evidence before it does not count).
+	ObservedSince time.Time `json:"observed_since,omitzero"`
+	// Policy is the session's policy, recorded on start and resume events
+	// so that every later verdict can be re-derived (see Replay).
+	Policy *Policy `json:"policy,omitempty"`
 	// Extra holds the JSON fields of a decoded event that this version does
 	// not know (written by a newer version or another tool). They are kept
 	// and written back by MarshalJSON, so a store that round-trips events

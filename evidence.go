@@ -207,7 +207,16 @@ func (s *Session) snapshot() decide.Snapshot {
 	for i := range s.ev {
 		chs[i] = decide.Channel{Last: s.ev[i].last.Load(), Count: s.ev[i].count.Load()}
 	}
+	var until time.Time
+	for _, l := range s.bounded {
+		if end := l.deadline.Add(l.grace); until.IsZero() || end.Before(until) {
+			until = end
+		}
+	}
 	return decide.Snapshot{
+		BoundedWork:        len(s.bounded),
+		BoundedUntil:       until,
+		Waiting:            s.waiter != nil,
 		SessionStartedAt:   s.sessionStartedAt,
 		WindowStartedAt:    s.windowStartedAt,
 		ObservedSince:      s.observedSince,

@@ -145,21 +145,50 @@ type Policy struct {
 	// (stdout, mcp_tool, subagent, workspace). Session.Channel maps a name
 	// to its Channel. JSON: evidence_channels.
 	Channels []string
+
+	// PhaseBudgets declares per-phase budgets, phase name to budget, used
+	// by RunPhase and Within(LayerPhase) when the call gives none. JSON:
+	// phase_budgets_seconds.
+	PhaseBudgets map[string]time.Duration
+
+	// IterationBudget is the budget of Within(LayerIteration) when the
+	// call gives none. Zero means none. JSON: iteration_budget_seconds.
+	IterationBudget time.Duration
+
+	// HandlerGrace is how long a deadline layer waits after its deadline
+	// for the function to return before abandoning it. Zero means
+	// DefaultHandlerGrace (5 s). JSON: handler_grace_seconds.
+	HandlerGrace time.Duration
+
+	// RecoveryBudget is how many times RunPhase retries a phase that ended
+	// with a recoverable verdict. Zero means DefaultRecoveryBudget (2);
+	// NoRetries turns retries off. JSON: recovery_budget (-1 for none).
+	RecoveryBudget int
+
+	// RecoveryBackoff is the wait before the first retry, doubling for
+	// each further one. Zero means DefaultRecoveryBackoff (1 s). JSON:
+	// recovery_backoff_seconds.
+	RecoveryBackoff time.Duration
 }
 
 type policyJSON struct {
-	WallClock       float64         `json:"session_wall_clock_seconds,omitempty"`
-	SessionCeiling  float64         `json:"session_ceiling_seconds,omitempty"`
-	ChildrenWait    float64         `json:"children_wait_ceiling_seconds,omitempty"`
-	IdleWindow      float64         `json:"no_output_deadline_seconds,omitempty"`
-	EvidenceTTL     *float64        `json:"agent_idle_activity_evidence_ttl_seconds,omitempty"`
-	StartupGrace    float64         `json:"startup_grace_seconds,omitempty"`
-	MaxIdleDeferral float64         `json:"max_idle_deferral_seconds,omitempty"`
-	SettleChecks    int             `json:"settle_checks,omitempty"`
-	SettleInterval  float64         `json:"settle_interval_seconds,omitempty"`
-	Mode            Mode            `json:"mode,omitempty"`
-	RuleModes       map[string]Mode `json:"rule_modes,omitempty"`
-	Channels        []string        `json:"evidence_channels,omitempty"`
+	WallClock       float64            `json:"session_wall_clock_seconds,omitempty"`
+	SessionCeiling  float64            `json:"session_ceiling_seconds,omitempty"`
+	ChildrenWait    float64            `json:"children_wait_ceiling_seconds,omitempty"`
+	IdleWindow      float64            `json:"no_output_deadline_seconds,omitempty"`
+	EvidenceTTL     *float64           `json:"agent_idle_activity_evidence_ttl_seconds,omitempty"`
+	StartupGrace    float64            `json:"startup_grace_seconds,omitempty"`
+	MaxIdleDeferral float64            `json:"max_idle_deferral_seconds,omitempty"`
+	SettleChecks    int                `json:"settle_checks,omitempty"`
+	SettleInterval  float64            `json:"settle_interval_seconds,omitempty"`
+	Mode            Mode               `json:"mode,omitempty"`
+	RuleModes       map[string]Mode    `json:"rule_modes,omitempty"`
+	Channels        []string           `json:"evidence_channels,omitempty"`
+	PhaseBudgets    map[string]float64 `json:"phase_budgets_seconds,omitempty"`
+	IterationBudget float64            `json:"iteration_budget_seconds,omitempty"`
+	HandlerGrace    float64            `json:"handler_grace_seconds,omitempty"`
+	RecoveryBudget  int                `json:"recovery_budget,omitempty"`
+	RecoveryBackoff float64            `json:"recovery_backoff_seconds,omitempty"`
 }
 
 // MarshalJSON encodes p with the seeds' knob names; durations are seconds and
@@ -177,6 +206,16 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		Mode:            p.Mode,
 		RuleModes:       p.RuleModes,
 		Channels:        p.Channels,
+		IterationBudget: p.IterationBudget.Seconds(),
+		HandlerGrace:    p.HandlerGrace.Seconds(),
+		RecoveryBudget:  p.RecoveryBudget,
+		RecoveryBackoff: p.RecoveryBackoff.Seconds(),
+	}
+	if len(p.PhaseBudgets) > 0 {
+		j.PhaseBudgets = make(map[string]float64, len(p.PhaseBudgets))
+		for k, v := range p.PhaseBudgets {
+			j.PhaseBudgets[k] = v.Seconds()
+		}
 	}
 	switch {
 	case p.EvidenceTTL == Off:
@@ -212,6 +251,9 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 		{"startup_grace_seconds", j.StartupGrace, &q.StartupGrace},
 		{"max_idle_deferral_seconds", j.MaxIdleDeferral, &q.MaxIdleDeferral},
 		{"settle_interval_seconds", j.SettleInterval, &q.SettleInterval},
+		{"iteration_budget_seconds", j.IterationBudget, &q.IterationBudget},
+		{"handler_grace_seconds", j.HandlerGrace, &q.HandlerGrace},
+		{"recovery_backoff_seconds", j.RecoveryBackoff, &q.RecoveryBackoff},
 	} {
 		d, err := secondsToDuration(f.name, f.s)
 		if err != nil {
@@ -230,6 +272,17 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 		q.EvidenceTTL = d
 	}
 	q.SettleChecks, q.Mode, q.RuleModes, q.Channels = j.SettleChecks, j.Mode, j.RuleModes, j.Channels
+	q.RecoveryBudget = j.RecoveryBudget
+	if len(j.PhaseBudgets) > 0 {
+		q.PhaseBudgets = make(map[string]time.Duration, len(j.PhaseBudgets))
+		for k, v := range j.PhaseBudgets {
+			d, err := secondsToDuration("phase_budgets_seconds["+k+"]", v)
+			if err != nil {
+				return err
+			}
+			q.PhaseBudgets[k] = d
+		}
+	}
 	*p = q
 	return nil
 }
@@ -256,6 +309,9 @@ func (p Policy) Validate() error {
 		{"startup_grace_seconds", p.StartupGrace},
 		{"max_idle_deferral_seconds", p.MaxIdleDeferral},
 		{"settle_interval_seconds", p.SettleInterval},
+		{"iteration_budget_seconds", p.IterationBudget},
+		{"handler_grace_seconds", p.HandlerGrace},
+		{"recovery_backoff_seconds", p.RecoveryBackoff},
 	} {
 		if f.d < 0 {
 			return fmt.Errorf("%w: %s = %v must not be negative", ErrInvalidPolicy, f.name, f.d.Seconds())
@@ -263,6 +319,14 @@ func (p Policy) Validate() error {
 	}
 	if p.EvidenceTTL < 0 && p.EvidenceTTL != Off {
 		return fmt.Errorf("%w: agent_idle_activity_evidence_ttl_seconds = %v must not be negative (use Off to turn deferral off)", ErrInvalidPolicy, p.EvidenceTTL.Seconds())
+	}
+	for name, d := range p.PhaseBudgets {
+		if d < 0 {
+			return fmt.Errorf("%w: phase_budgets_seconds[%s] = %v must not be negative", ErrInvalidPolicy, name, d.Seconds())
+		}
+	}
+	if p.RecoveryBudget < NoRetries {
+		return fmt.Errorf("%w: recovery_budget = %d, want >= 0 or %d (no retries)", ErrInvalidPolicy, p.RecoveryBudget, NoRetries)
 	}
 	if p.SettleChecks < 0 {
 		return fmt.Errorf("%w: settle_checks = %d must not be negative", ErrInvalidPolicy, p.SettleChecks)
@@ -376,6 +440,7 @@ type config struct {
 	retryMax   time.Duration
 	action     ActionFunc
 	resolution time.Duration
+	obs        Observer
 }
 
 // DefaultEvidenceResolution is the default resolution of evidence
@@ -404,6 +469,12 @@ type ActionFunc func(ctx context.Context, s *Session, v *VerdictError) error
 // scheduler, at the instant of the decision.
 func WithAction(a ActionFunc) Option {
 	return func(c *config) { c.action = a }
+}
+
+// WithObserver sets the hooks for metrics and traces (see Observer and the
+// otelwatchdog module). Default: none.
+func WithObserver(o Observer) Option {
+	return func(c *config) { c.obs = o }
 }
 
 // WithEvidenceResolution sets the resolution of evidence timestamps. Recording

@@ -41,6 +41,8 @@ type recorder struct {
 	cancel   context.CancelFunc
 
 	timer *clock.Timer // retry wake-up; owned by the recorder goroutine
+
+	onEvent func(Event) // Observer.OnEvent, called after each successful append
 }
 
 // lane is the FIFO of one session's events that are not recorded yet.
@@ -69,6 +71,7 @@ func newRecorder(c config) *recorder {
 		done:     make(chan struct{}),
 		ctx:      ctx,
 		cancel:   cancel,
+		onEvent:  c.obs.OnEvent,
 	}
 }
 
@@ -193,6 +196,9 @@ func (r *recorder) attempt(l *lane, final bool) {
 		err := r.store.Append(r.ctx, e)
 		switch {
 		case err == nil:
+			if r.onEvent != nil {
+				r.onEvent(e)
+			}
 		case errors.Is(err, ErrAlreadyDecided):
 			r.log.Info("watchdog: window already decided elsewhere; event not recorded twice",
 				zap.String("session_id", e.AggregateID), zap.Int("window", e.Window),

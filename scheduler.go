@@ -42,6 +42,37 @@ type firing struct {
 	v *VerdictError
 }
 
+// timed is anything the scheduler's heap holds: a session, a deadline
+// layer, a wait.
+type timed interface {
+	// fireLocked handles the item's due instant, with w.mu held; work that
+	// must run after unlocking goes to d.
+	fireLocked(w *Watchdog, now time.Time, d *dueWork)
+}
+
+// dueWork is what one scheduler pass does after releasing the lock.
+type dueWork struct {
+	fired    []firing
+	acts     []actItem
+	after    []func()
+	lateness time.Duration
+	popped   bool
+}
+
+func (s *Session) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
+	d.popped = true
+	if s.state.Load() != stateRunning || s.acting {
+		return
+	}
+	f, a := w.decideLocked(s, now)
+	if f != nil {
+		d.fired = append(d.fired, *f)
+	}
+	if a != nil {
+		d.acts = append(d.acts, *a)
+	}
+}
+
 // runDue decides every session due at the clock's now, applies what the
 // verdicts ask and re-arms the timer for the next deadline. Events go to the
 // recorder and custom actions to the action goroutine; no store, log or user
@@ -50,26 +81,29 @@ func (w *Watchdog) runDue() {
 	now := w.clock.Now()
 	nowNs := toNanos(now)
 	w.coarse.refresh(nowNs)
-	var fired []firing
-	var acts []actItem
+	var d dueWork
 	w.mu.Lock()
 	for it := w.heap.PopDue(nowNs); it != nil; it = w.heap.PopDue(nowNs) {
-		f, a := w.decideLocked(it.Value, now)
-		if f != nil {
-			fired = append(fired, *f)
+		if late := time.Duration(nowNs - it.Due); late > d.lateness {
+			d.lateness = late
 		}
-		if a != nil {
-			acts = append(acts, *a)
-		}
+		it.Value.fireLocked(w, now, &d)
 	}
 	w.mu.Unlock()
 	w.rearm()
-	for _, f := range fired {
+	for _, f := range d.fired {
 		f.s.cancel(f.v)
 	}
-	if len(acts) > 0 {
-		w.act.enqueue(acts)
+	for _, f := range d.after {
+		f()
 	}
+	if len(d.acts) > 0 {
+		w.act.enqueue(d.acts)
+	}
+	if d.popped && w.obs.OnSchedulerTick != nil {
+		w.obs.OnSchedulerTick(d.lateness)
+	}
+	fired := d.fired
 	for _, f := range fired {
 		w.log.Info("watchdog: session cancelled", zap.String("session_id", f.s.id),
 			zap.Int("window", f.s.window), zap.String("reason", f.v.Reason),
@@ -100,6 +134,12 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
 				SessionID: s.id, Window: s.window, Rule: ruleNames[v.Rule], Reason: v.Rule.Reason(),
 				Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: now.UTC(),
 				Recoverable: v.Rule.Recoverable(), DecisionID: dec.ID, Evidence: dec.EvidenceSummary,
+			}
+			if ve.Recoverable && s.attempt != nil {
+				// A recovery layer runs this attempt: end the attempt,
+				// not the window, and measure idleness afresh.
+				w.cancelAttemptLocked(s, ve, now)
+				return nil, nil
 			}
 			if w.action == nil {
 				w.endLocked(s, ve, sn, now)
@@ -134,6 +174,7 @@ func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, n
 	s.acting = false
 	delete(w.sessions, s.id)
 	w.heap.Remove(&s.item)
+	s.dropWaiterLocked()
 	e := w.event(s, KindCancel, now)
 	e.Reason, e.StopReasonCode, e.FiredAt = ve.Reason, ve.StopReasonCode(), e.OccurredAt
 	e.Verdict, e.Rule, e.DecidedByDecisionID = VerdictHardStop, ve.Rule, ve.DecisionID
@@ -142,6 +183,34 @@ func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, n
 	e.EvidenceSummary = s.summary(sn, now)
 	e.ChildrenWaitSeconds = s.childWait(sn, now).Seconds()
 	w.rec.enqueue(e)
+}
+
+// cancelAttemptLocked ends the running RunPhase attempt with verdict ve and
+// records the outcome. Called with w.mu held.
+func (w *Watchdog) cancelAttemptLocked(s *Session, ve *VerdictError, now time.Time) {
+	at := s.attempt
+	s.attempt = nil
+	e := w.event(s, KindAttemptCancelled, now)
+	e.Reason, e.Rule, e.Verdict, e.DecidedByDecisionID = ve.Reason, ve.Rule, VerdictHardStop, ve.DecisionID
+	e.Recoverable = &ve.Recoverable
+	e.MeasureSeconds, e.LimitSeconds = ve.Elapsed.Seconds(), ve.Budget.Seconds()
+	w.rec.enqueue(e)
+	s.observedSince = now.UTC()
+	s.rules = decide.State{Advised: s.rules.Advised}
+	v := decide.Decide(s.limits, s.snapshot(), now)
+	if !v.Next.IsZero() {
+		w.heap.Push(&s.item, toNanos(v.Next))
+	}
+	at.cancel(ve) // cancelling a context only closes channels: safe under the lock
+}
+
+// dropWaiterLocked disarms the waiting watchdog when the window ends.
+func (s *Session) dropWaiterLocked() {
+	if s.waiter != nil {
+		s.w.heap.Remove(&s.waiter.item)
+		s.waiter = nil
+	}
+	s.waitGen++
 }
 
 func (s *Session) childWait(sn decide.Snapshot, now time.Time) time.Duration {
@@ -159,14 +228,24 @@ func (w *Watchdog) verdictEvent(s *Session, sn decide.Snapshot, v decide.Verdict
 	e.Verdict, e.Rule = VerdictContinue, ruleNames[v.Rule]
 	e.MeasureSeconds, e.LimitSeconds = v.Elapsed.Seconds(), v.Budget.Seconds()
 	e.EvidenceSummary = s.summary(sn, now)
-	e.ActiveChannel = "none"
-	if v.ActiveChannel >= 0 {
-		e.ActiveChannel = s.channelName(v.ActiveChannel)
-	}
+	e.ActiveChannel = activeName(s, v.ActiveChannel)
+	e.HandlersInFlight, e.Waiting, e.ObservedSince = sn.BoundedWork, sn.Waiting, sn.ObservedSince
 	if !v.Deferred {
 		e.SettleCount, e.SettleChecks = v.State.StaleChecks, s.limits.SettleChecks
 	}
 	return e
+}
+
+func activeName(s *Session, i int) string {
+	switch {
+	case i >= 0:
+		return s.channelName(i)
+	case i == decide.ActiveHandler:
+		return "handler"
+	case i == decide.ActiveWaiting:
+		return "waiting"
+	}
+	return "none"
 }
 
 // decisionEvent records a rule's decision to stop the session.
@@ -179,6 +258,7 @@ func (w *Watchdog) decisionEvent(s *Session, sn decide.Snapshot, v decide.Verdic
 	e.EvidenceSummary = s.summary(sn, now)
 	e.ActiveChannel = "none"
 	e.ChildrenWaitSeconds = s.childWait(sn, now).Seconds()
+	e.HandlersInFlight, e.Waiting, e.ObservedSince = sn.BoundedWork, sn.Waiting, sn.ObservedSince
 	if v.Rule == decide.RuleIdle {
 		e.SettleCount, e.SettleChecks = s.limits.SettleChecks, s.limits.SettleChecks
 	}
@@ -244,10 +324,12 @@ func (w *Watchdog) setTimerLocked(due int64) {
 	w.timer = w.clock.AfterFunc(d, w.wake)
 }
 
-// actItem is an acting decision waiting for the configured action.
+// actItem is an acting decision waiting for the configured action, or a
+// user callback (call) to run off the scheduler.
 type actItem struct {
-	s *Session
-	v *VerdictError
+	s    *Session
+	v    *VerdictError
+	call func(ctx context.Context)
 }
 
 // actor runs the configured ActionFunc on its own goroutine, one at a time.
@@ -295,6 +377,10 @@ func (a *actor) drain() {
 			case <-a.stop:
 				return
 			default:
+			}
+			if it.call != nil {
+				a.w.runCallback(a.ctx, it.call)
+				continue
 			}
 			a.w.runAction(a.ctx, it)
 		}
@@ -398,6 +484,17 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 	s.cancel(it.v)
 	w.log.Info("watchdog: session stopped by action", zap.String("session_id", s.id),
 		zap.String("reason", it.v.Reason), zap.String("decision_id", it.v.DecisionID))
+}
+
+// runCallback runs a user callback, logging a panic instead of crashing the
+// Watchdog.
+func (w *Watchdog) runCallback(ctx context.Context, call func(context.Context)) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.Error("watchdog: callback panicked", zap.Any("panic", r))
+		}
+	}()
+	call(ctx)
 }
 
 // callAction runs the user's action, turning a panic into an error.

@@ -73,6 +73,9 @@ type Watchdog struct {
 	rec        *recorder
 	act        *actor
 	action     ActionFunc
+	obs        Observer
+	abandoned  atomic.Int64 // handler goroutines abandoned at deadline + grace
+	running    atomic.Int64 // handler goroutines still running after abandonment
 	resolution time.Duration
 	coarse     coarseClock
 
@@ -81,7 +84,8 @@ type Watchdog struct {
 
 	mu       sync.Mutex // guards sessions, heap, closed
 	sessions map[string]*Session
-	heap     sched.Heap[*Session]
+	heap     sched.Heap[timed]
+	layers   map[*layer]struct{} // in-flight deadline layers
 	closed   bool
 
 	timerMu sync.Mutex // guards timer, armed, armedAt; taken before mu, never inside it
@@ -139,12 +143,8 @@ func New(opts ...Option) *Watchdog {
 	w.wg.Add(2)
 	go func() { defer w.wg.Done(); w.rec.run() }()
 	go func() { defer w.wg.Done(); w.schedule() }()
-	if w.action != nil {
-		w.wg.Add(1)
-		go func() { defer w.wg.Done(); w.act.run() }()
-	} else {
-		close(w.act.done)
-	}
+	w.wg.Add(1)
+	go func() { defer w.wg.Done(); w.act.run() }()
 	return w
 }
 
@@ -175,7 +175,7 @@ type Session struct {
 
 	state    atomic.Uint32 // written under w.mu
 	endCause error         // why the window ended; written under w.mu with stateEnded
-	item     sched.Item[*Session]
+	item     sched.Item[timed]
 
 	ev       []chanState  // evidence, indexed by Channel
 	channels []string     // names of the policy's extra channels
@@ -183,7 +183,19 @@ type Session struct {
 	rules    decide.State // the rules' memory; guarded by w.mu
 	acting   bool         // a decision waits for the action goroutine; guarded by w.mu
 
-	observedSince time.Time // when this Session began recording evidence
+	observedSince time.Time // idle floor: evidence before it does not count; guarded by w.mu
+
+	grace           time.Duration            // Policy.HandlerGrace, resolved
+	phaseBudgets    map[string]time.Duration // Policy.PhaseBudgets
+	iterationBudget time.Duration            // Policy.IterationBudget
+	recoveryBudget  int                      // resolved retries
+	recoveryBackoff time.Duration            // resolved
+	policy          Policy                   // as given, recorded on start and resume events
+
+	bounded []*layer      // in-flight handlers with a deadline; guarded by w.mu
+	waiter  *waiter       // armed waiting watchdog; guarded by w.mu
+	waitGen uint64        // guarded by w.mu
+	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
 }
 
 // ID returns the session id.
@@ -318,7 +330,21 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 }
 
 func (w *Watchdog) newSession(ctx context.Context, id string, p Policy) *Session {
-	s := &Session{w: w, id: id, parent: ctx, limits: p.limits(), channels: p.Channels}
+	s := &Session{w: w, id: id, parent: ctx, limits: p.limits(), channels: p.Channels,
+		grace: p.HandlerGrace, phaseBudgets: p.PhaseBudgets, iterationBudget: p.IterationBudget,
+		recoveryBudget: p.RecoveryBudget, recoveryBackoff: p.RecoveryBackoff, policy: p}
+	if s.grace == 0 {
+		s.grace = DefaultHandlerGrace
+	}
+	switch s.recoveryBudget {
+	case 0:
+		s.recoveryBudget = DefaultRecoveryBudget
+	case NoRetries:
+		s.recoveryBudget = 0
+	}
+	if s.recoveryBackoff == 0 {
+		s.recoveryBackoff = DefaultRecoveryBackoff
+	}
 	s.ev = make([]chanState, len(builtinChannels)+len(p.Channels))
 	for i := range s.ev {
 		s.ev[i].last.Store(decide.Never)
@@ -382,7 +408,10 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 		due = toNanos(now) // already due: the scheduler decides it
 	}
 	w.heap.Push(&s.item, due)
-	w.rec.enqueue(w.event(s, kind, now))
+	e := w.event(s, kind, now)
+	pol := s.policy
+	e.Policy = &pol
+	w.rec.enqueue(e)
 	w.mu.Unlock()
 	w.armIfEarlier(due)
 	return nil
@@ -434,6 +463,7 @@ func (s *Session) stop(code string) (bool, error) {
 	s.endCause = ErrSessionStopped
 	delete(w.sessions, s.id)
 	w.heap.Remove(&s.item)
+	s.dropWaiterLocked()
 	e := w.event(s, KindStop, w.clock.Now())
 	e.Reason, e.StopReasonCode = code, code
 	w.rec.enqueue(e)
@@ -561,10 +591,8 @@ func (w *Watchdog) Check(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if w.action != nil {
-		if err := w.act.barrier(ctx); err != nil {
-			return err
-		}
+	if err := w.act.barrier(ctx); err != nil {
+		return err
 	}
 	return w.rec.barrier(ctx)
 }
@@ -588,18 +616,27 @@ func (w *Watchdog) Close(ctx context.Context) error {
 			s.state.Store(stateEnded)
 			s.endCause = ErrClosed
 			w.heap.Remove(&s.item)
+			s.dropWaiterLocked()
 			live = append(live, s)
 		}
 		clear(w.sessions)
+		var layers []*layer
+		for l := range w.layers {
+			if l.state != layerDone {
+				l.state, l.cause = layerDone, ErrClosed
+				layers = append(layers, l)
+			}
+		}
+		clear(w.layers)
 		w.mu.Unlock()
+		for _, l := range layers { // release callers waiting on handlers
+			l.cancel(ErrClosed)
+			close(l.abandon)
+		}
 
 		close(w.done)
 		w.stopTicks()
-		if w.action != nil {
-			w.act.close()
-		} else {
-			close(w.act.stop)
-		}
+		w.act.close()
 		w.timerMu.Lock()
 		if w.timer != nil {
 			w.timer.Stop()

@@ -124,7 +124,15 @@ type Snapshot struct {
 	// ChildWaitOpenSince is when the current wait began (zero if none).
 	ChildWait          time.Duration
 	ChildWaitOpenSince time.Time
-	State              State
+	// BoundedWork counts in-flight handlers with a deadline; the idle rule
+	// waits for them (their own deadlines end them). BoundedUntil is the
+	// earliest instant by which one of them is over (deadline + grace).
+	BoundedWork  int
+	BoundedUntil time.Time
+	// Waiting: the session waits for external events; the idle rule is
+	// suspended (the waiting watchdog handles it).
+	Waiting bool
+	State   State
 }
 
 // Verdict is the outcome of Decide.
@@ -140,7 +148,9 @@ type Verdict struct {
 	// Deferred: the baseline is silent past the idle window but fresher
 	// evidence on ActiveChannel justified waiting.
 	Deferred bool
-	// ActiveChannel is the channel that justified waiting, or -1.
+	// ActiveChannel is the channel that justified waiting, -1 for none,
+	// ActiveHandler for bounded work in flight, ActiveWaiting for the
+	// waiting state.
 	ActiveChannel int
 	// Elapsed and Budget describe the rule's measure: for the wall clock,
 	// the window's age and budget; for the session ceiling, the session's
@@ -155,6 +165,12 @@ type Verdict struct {
 	// State is the rules' memory after this decision.
 	State State
 }
+
+// ActiveChannel values that are not channels.
+const (
+	ActiveHandler = -2
+	ActiveWaiting = -3
+)
 
 func after(t time.Time, d time.Duration) time.Time { return t.Add(d).Add(time.Nanosecond) }
 
@@ -217,7 +233,7 @@ func Decide(l Limits, s Snapshot, now time.Time) Verdict {
 		}
 		v.Next = earliest(v.Next, after(s.WindowStartedAt, l.WallClock))
 	}
-	if l.IdleWindow <= 0 || len(s.Channels) == 0 {
+	if l.IdleWindow <= 0 || len(s.Channels) == 0 || s.Waiting {
 		return v
 	}
 
@@ -228,7 +244,7 @@ func Decide(l Limits, s Snapshot, now time.Time) Verdict {
 		observed = s.WindowStartedAt
 	}
 	ref := observed.Add(l.StartupGrace)
-	if base.Last != Never {
+	if base.Last != Never && base.Last >= observed.UnixNano() {
 		ref = time.Unix(0, base.Last)
 	}
 	idleDue := ref.Add(l.IdleWindow) // silent for more than the window after this
@@ -239,7 +255,7 @@ func Decide(l Limits, s Snapshot, now time.Time) Verdict {
 	}
 	if !now.After(idleDue) {
 		next := idleDue.Add(time.Nanosecond)
-		if base.Last == Never && now.Before(ref) {
+		if (base.Last == Never || base.Last < observed.UnixNano()) && now.Before(ref) {
 			// In the startup grace with no output yet: a first line at
 			// any later instant t arms the rule at once, stale after
 			// t+IdleWindow > now+IdleWindow, so look again then.
@@ -266,6 +282,14 @@ func Decide(l Limits, s Snapshot, now time.Time) Verdict {
 			}
 			return fresh()
 		}
+	}
+	if s.BoundedWork > 0 {
+		// A handler with a deadline is in flight: bounded work, which
+		// its own deadline will end. Look again when it must be over.
+		v.Deferred, v.ActiveChannel, v.Record, v.Rule = true, ActiveHandler, true, RuleIdle
+		v.Elapsed, v.Budget = silence, l.IdleWindow
+		v.Next = earliest(v.Next, s.BoundedUntil.Add(time.Nanosecond))
+		return fresh()
 	}
 	if s.State.Advised.Has(RuleIdle) {
 		// Already advised for this idle episode: look again one idle
