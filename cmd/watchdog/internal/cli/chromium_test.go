@@ -71,17 +71,17 @@ func TestHTMLRendersInHeadlessChromium(t *testing.T) {
 
 	dom := string(runChromium(t, bin, "--dump-dom", url))
 	for _, want := range []string{
-		`data-session="pipeline-7"`, `data-session="agent-42"`, `data-session="shadow-3"`,
+		`data-session="pipeline-7"`, `data-session="agent-42"`, `data-session="shadow-3"`, `data-session="waiter-5"`,
 		"session agent-42", "CONTINUE", "stale 1/3", "stale 2/3", "DECISION act", "DECISION shadow", "cancel", "resume",
-		"handler.deadline_exceeded",
+		"deadline handler", "wait_timeout",
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the rendered DOM lacks %q", want)
 		}
 	}
 	// The page's script ran: it counts the markers it made clickable.
-	if m := regexp.MustCompile(`data-ready="(\d+)"`).FindStringSubmatch(dom); m == nil || m[1] != "15" {
-		t.Errorf("the page's script did not run over the 15 markers: %v", m)
+	if m := regexp.MustCompile(`data-ready="(\d+)"`).FindStringSubmatch(dom); m == nil || m[1] != "19" {
+		t.Errorf("the page's script did not run over the 19 markers: %v", m)
 	}
 
 	shot := filepath.Join(dir, "report.png")

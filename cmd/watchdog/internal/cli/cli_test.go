@@ -73,8 +73,9 @@ func TestInspectShowsWhatAPostMortemNeeds(t *testing.T) {
 		"channel ages: stdout 10s, mcp_tool* 0s, subagent never, workspace 4s",
 		"stale 1/3", "stale 2/3",
 		"DECISION act", "HARD_STOP by rule idle: no_output_deadline",
-		"decided by wd1-10",
-		"handler.deadline_exceeded", `dying_span="fetch results page"`,
+		"decided by wd1-13",
+		"deadline handler", `handler "tool:web_search" overran`, `dying span "fetch results page"`,
+		"wait_timeout", "generation 1",
 		"DECISION shadow", "shadow: advice only",
 		"resume", "window 2 started",
 	} {
@@ -114,7 +115,7 @@ func TestInspectFiltersAndStdin(t *testing.T) {
 			Timeline []json.RawMessage `json:"timeline"`
 		} `json:"sessions"`
 	}
-	if code != ExitOK || json.Unmarshal([]byte(out), &r) != nil || len(r.Sessions) != 3 || len(r.Sessions[0].Timeline) != 1 {
+	if code != ExitOK || json.Unmarshal([]byte(out), &r) != nil || len(r.Sessions) != 4 || len(r.Sessions[0].Timeline) != 1 {
 		t.Errorf("--until: exit %d, %s", code, out)
 	}
 }
@@ -175,7 +176,7 @@ func TestCorruptStdinNamesIt(t *testing.T) {
 func TestInspectHTMLWritesAFile(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "report.html")
 	code, stdout, errs := run(t, "", "inspect", "--html", out, data+"/sessions.jsonl")
-	if code != ExitOK || stdout != "" || !strings.Contains(errs, "wrote "+out+" (3 sessions)") {
+	if code != ExitOK || stdout != "" || !strings.Contains(errs, "wrote "+out+" (4 sessions)") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, errs)
 	}
 	b, err := os.ReadFile(out)

@@ -43,13 +43,14 @@ func session(t *testing.T, r Report, id string) Session {
 
 func TestTimelinesOfAGeneratedLog(t *testing.T) {
 	r := Build(load(t, "sessions.jsonl"), Filter{})
-	if got := len(r.Sessions); got != 3 {
-		t.Fatalf("%d sessions, want 3", got)
+	if got := len(r.Sessions); got != 4 {
+		t.Fatalf("%d sessions, want 4", got)
 	}
 	for id, want := range map[string][]string{
 		"pipeline-7": {"start", "DECISION act", "cancel", "resume", "stop"},
-		"agent-42":   {"start", "CONTINUE", "handler.deadline_exceeded", "stale 1/3", "stale 2/3", "DECISION act", "cancel"},
+		"agent-42":   {"start", "CONTINUE", "deadline handler", "CONTINUE", "stale 1/3", "stale 2/3", "DECISION act", "cancel"},
 		"shadow-3":   {"start", "DECISION shadow", "stop"},
+		"waiter-5":   {"start", "wait_timeout", "stop"},
 	} {
 		if got := labels(session(t, r, id)); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: labels %q, want %q", id, got, want)
@@ -70,15 +71,12 @@ func TestTimelinesOfAGeneratedLog(t *testing.T) {
 		t.Errorf("subagent recorded nothing, got age %v", *cont.Ages[2].AgeSeconds)
 	}
 	overrun := agent.Timeline[2]
-	if overrun.Known {
-		t.Error("an unknown kind is marked known")
-	}
-	for _, want := range []string{"reason handler_deadline_exceeded", `dying_span="fetch results page"`, `handler="tool:web_search"`, "budget_seconds=5"} {
+	for _, want := range []string{"reason handler_deadline_exceeded", `dying span "fetch results page"`, `handler "tool:web_search" overran: elapsed 3s of budget 3s`} {
 		if !strings.Contains(overrun.Summary, want) {
 			t.Errorf("overrun summary %q lacks %q", overrun.Summary, want)
 		}
 	}
-	dec, cancel := agent.Timeline[5], agent.Timeline[6]
+	dec, cancel := agent.Timeline[6], agent.Timeline[7]
 	if !strings.Contains(cancel.Summary, "decided by "+dec.Event.ID) {
 		t.Errorf("cancel does not link its decision %s: %s", dec.Event.ID, cancel.Summary)
 	}
@@ -87,6 +85,50 @@ func TestTimelinesOfAGeneratedLog(t *testing.T) {
 	}
 	if !strings.Contains(session(t, r, "shadow-3").Timeline[1].Summary, "shadow: advice only") {
 		t.Error("the shadow decision does not say it did nothing")
+	}
+}
+
+// A kind this version does not know is shown with every field it carries,
+// known to Event or not; it never makes the inspector fail.
+func TestUnknownKindsShowEveryField(t *testing.T) {
+	e := watchdog.Event{ID: "x1", AggregateID: "s", Kind: "runtime.watchdog.quota_exhausted", Window: 2,
+		Reason: "tokens", Handler: "model:call", MeasureSeconds: 1.5, OccurredAt: time.Date(2026, 5, 23, 9, 0, 0, 0, time.UTC),
+		Extra: map[string]json.RawMessage{"tokens_used": json.RawMessage(`120000`), "limits": json.RawMessage(`{"tokens":100000}`)}}
+	r := Build([]watchdog.Event{e}, Filter{Kinds: []string{"quota_exhausted"}})
+	if len(r.Sessions) != 1 {
+		t.Fatal("the unknown kind was dropped")
+	}
+	en := r.Sessions[0].Timeline[0]
+	if en.Known || en.Label != "watchdog.quota_exhausted" {
+		t.Errorf("known %v, label %q", en.Known, en.Label)
+	}
+	want := `reason tokens; handler="model:call"; limits={"tokens":100000}; measure_seconds=1.5; tokens_used=120000`
+	if en.Summary != want {
+		t.Errorf("summary\n got %s\nwant %s", en.Summary, want)
+	}
+}
+
+func TestRecoveryAndLayerKinds(t *testing.T) {
+	for _, tt := range []struct {
+		e            watchdog.Event
+		label, words string
+	}{
+		{watchdog.Event{Kind: watchdog.KindHandlerAbandoned, Layer: "handler", Handler: "tool:x", DyingSpan: "parse", MeasureSeconds: 8, LimitSeconds: 8},
+			"abandoned handler", `handler "tool:x" ignored its deadline past the grace: abandoned after 8s (budget+grace 8s); dying span "parse"`},
+		{watchdog.Event{Kind: watchdog.KindAttemptCancelled, Phase: "plan", Attempt: 1, Reason: "no_output_deadline"},
+			"attempt cancelled", `phase "plan" attempt 1 ended by no_output_deadline`},
+		{watchdog.Event{Kind: watchdog.KindRetry, Phase: "plan", Attempt: 2, LimitSeconds: 0.5, Reason: "no_output_deadline"},
+			"retry", `phase "plan": attempt 2 after backoff 500ms (no_output_deadline)`},
+		{watchdog.Event{Kind: watchdog.KindRecoveryBudgetExceeded, Phase: "plan", Attempt: 3, Reason: "no_output_deadline", StopReasonCode: watchdog.StopRecoveryBudgetExceeded},
+			"recovery budget exceeded", `phase "plan": retries ran out at attempt 3 (no_output_deadline, ` + watchdog.StopRecoveryBudgetExceeded + ")"},
+		{watchdog.Event{Kind: watchdog.KindVerdict, Verdict: watchdog.VerdictContinue, Rule: watchdog.RuleIdle, ActiveChannel: "none", HandlersInFlight: 2},
+			"CONTINUE", "handlers in flight 2"},
+	} {
+		tt.e.ID, tt.e.AggregateID, tt.e.Window = "e", "s", 1
+		en := Build([]watchdog.Event{tt.e}, Filter{}).Sessions[0].Timeline[0]
+		if en.Label != tt.label || !strings.Contains(en.Summary, tt.words) || !en.Known {
+			t.Errorf("%s: label %q, summary %q; want %q containing %q", tt.e.Kind, en.Label, en.Summary, tt.label, tt.words)
+		}
 	}
 }
 
@@ -129,19 +171,19 @@ func TestFilter(t *testing.T) {
 		f                Filter
 		sessions, events int
 	}{
-		{"all", Filter{}, 3, 15},
-		{"one session", Filter{Sessions: []string{"agent-42"}}, 1, 7},
-		{"two sessions", Filter{Sessions: []string{"agent-42", "shadow-3"}}, 2, 10},
+		{"all", Filter{}, 4, 19},
+		{"one session", Filter{Sessions: []string{"agent-42"}}, 1, 8},
+		{"two sessions", Filter{Sessions: []string{"agent-42", "shadow-3"}}, 2, 11},
 		{"unknown session", Filter{Sessions: []string{"nope"}}, 0, 0},
 		{"short kind", Filter{Kinds: []string{"cancel"}}, 2, 2},
 		{"full kind", Filter{Kinds: []string{watchdog.KindDecision}}, 3, 3},
 		{"new kind by its last part", Filter{Kinds: []string{"deadline_exceeded"}}, 1, 1},
-		{"kind and session", Filter{Kinds: []string{"verdict", "decision"}, Sessions: []string{"agent-42"}}, 1, 4},
+		{"kind and session", Filter{Kinds: []string{"verdict", "decision"}, Sessions: []string{"agent-42"}}, 1, 5},
 		{"a part of a kind is no kind", Filter{Kinds: []string{"cel"}}, 0, 0},
-		{"since", Filter{Since: at("2026-05-23T09:00:21Z")}, 3, 5},
-		{"until is inclusive", Filter{Until: at("2026-05-23T09:00:00Z")}, 3, 3},
-		{"range", Filter{Since: at("2026-05-23T09:00:11Z"), Until: at("2026-05-23T09:00:20Z")}, 1, 4},
-		{"wider range", Filter{Since: at("2026-05-23T09:00:11Z"), Until: at("2026-05-23T09:00:20.5Z")}, 2, 5},
+		{"since", Filter{Since: at("2026-05-23T09:00:21Z")}, 4, 8},
+		{"until is inclusive", Filter{Until: at("2026-05-23T09:00:00Z")}, 4, 4},
+		{"range", Filter{Since: at("2026-05-23T09:00:11Z"), Until: at("2026-05-23T09:00:20Z")}, 1, 3},
+		{"wider range", Filter{Since: at("2026-05-23T09:00:11Z"), Until: at("2026-05-23T09:00:20.5Z")}, 2, 4},
 	} {
 		if s, e := count(tt.f); s != tt.sessions || e != tt.events {
 			t.Errorf("%s: %d sessions, %d events; want %d, %d", tt.name, s, e, tt.sessions, tt.events)
@@ -167,15 +209,15 @@ func TestJSONCarriesTheWholeEvent(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &out); err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Sessions) != 1 || out.Sessions[0].ID != "agent-42" || len(out.Sessions[0].Timeline) != 7 {
+	if len(out.Sessions) != 1 || out.Sessions[0].ID != "agent-42" || len(out.Sessions[0].Timeline) != 8 {
 		t.Fatalf("got %+v", out)
 	}
 	var e watchdog.Event
 	if err := json.Unmarshal(out.Sessions[0].Timeline[2].Event, &e); err != nil {
 		t.Fatal(err)
 	}
-	if e.Kind != "runtime.handler.deadline_exceeded" || string(e.Extra["handler"]) != `"tool:web_search"` {
-		t.Errorf("the unknown event lost fields: %+v", e)
+	if e.Kind != watchdog.KindHandlerDeadline || e.Handler != "tool:web_search" || e.DyingSpan != "fetch results page" {
+		t.Errorf("the overrun event lost fields: %+v", e)
 	}
 	buf.Reset()
 	if err := WriteJSON(&buf, Report{}); err != nil || strings.TrimSpace(buf.String()) != `{
@@ -201,7 +243,7 @@ func TestHTMLIsSelfContained(t *testing.T) {
 		t.Errorf("%d http:// URLs besides the SVG namespace", n)
 	}
 	for _, want := range []string{`data-session="agent-42"`, `data-session="pipeline-7"`, `data-session="shadow-3"`,
-		"stale 1/3", "CONTINUE", "DECISION shadow", "handler.deadline_exceeded", `class="idle"`, `class="overdue"`, `class="budget"`, `class="mark"`} {
+		"stale 1/3", "CONTINUE", "DECISION shadow", "deadline handler", "wait_timeout", `class="idle"`, `class="overdue"`, `class="budget"`, `class="mark"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
 		}

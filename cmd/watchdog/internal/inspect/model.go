@@ -6,8 +6,10 @@
 package inspect
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -174,9 +176,11 @@ func describe(e watchdog.Event) Entry {
 	case watchdog.KindStart:
 		en.Label = "start"
 		add("window %d, budget %s", e.Window, secs(e.ConfiguredBudgetSeconds))
+		addPolicy(&parts, e)
 	case watchdog.KindResume:
 		en.Label = "resume"
 		add("window %d started %s, budget %s", e.Window, stamp(e.WindowStartedAt), secs(e.ConfiguredBudgetSeconds))
+		addPolicy(&parts, e)
 	case watchdog.KindStop:
 		en.Label = "stop"
 		add("%s", orDash(e.StopReasonCode, e.Reason))
@@ -218,43 +222,60 @@ func describe(e watchdog.Event) Entry {
 	case watchdog.KindActionFailed:
 		en.Label = "action_failed"
 		add("action for decision %s failed: %s", orDash(e.DecidedByDecisionID), orDash(e.Error))
-	default:
-		en.Known = false
-		en.Label = strings.TrimPrefix(e.Kind, "runtime.")
+	case watchdog.KindHandlerDeadline:
+		en.Label = "deadline " + orDash(e.Layer)
+		add("%s %q overran: elapsed %s of budget %s", orDash(e.Layer), e.Handler, secs(e.MeasureSeconds), secs(e.LimitSeconds))
+		add("dying span %s", orDash(quoted(e.DyingSpan)))
 		if e.Reason != "" {
 			add("reason %s", e.Reason)
 		}
-		if e.Verdict != "" {
-			add("verdict %s", e.Verdict)
-		}
-		if e.Rule != "" {
-			add("rule %s", e.Rule)
-		}
-		if e.LimitSeconds != 0 || e.MeasureSeconds != 0 {
-			add("%s", measure(e))
-		}
-		if e.StopReasonCode != "" {
-			add("stop_reason_code %s", e.StopReasonCode)
-		}
-		if e.DecidedByDecisionID != "" {
-			add("decided by %s", e.DecidedByDecisionID)
-		}
-		if e.Error != "" {
-			add("error %q", e.Error)
-		}
+	case watchdog.KindHandlerAbandoned:
+		en.Label = "abandoned " + orDash(e.Layer)
+		add("%s %q ignored its deadline past the grace: abandoned after %s (budget+grace %s)", orDash(e.Layer), e.Handler, secs(e.MeasureSeconds), secs(e.LimitSeconds))
+		add("dying span %s", orDash(quoted(e.DyingSpan)))
+	case watchdog.KindWaitTimeout:
+		en.Label = "wait_timeout"
+		add("waited %s of timeout %s (generation %d): callback, no cancel", secs(e.MeasureSeconds), secs(e.LimitSeconds), e.Generation)
+	case watchdog.KindAttemptCancelled:
+		en.Label = "attempt cancelled"
+		add("phase %s attempt %d ended by %s", orDash(quoted(e.Phase)), e.Attempt, orDash(e.Reason))
+	case watchdog.KindRetry:
+		en.Label = "retry"
+		add("phase %s: attempt %d after backoff %s (%s)", orDash(quoted(e.Phase)), e.Attempt, secs(e.LimitSeconds), orDash(e.Reason))
+	case watchdog.KindRecoveryBudgetExceeded:
+		en.Label = "recovery budget exceeded"
+		add("phase %s: retries ran out at attempt %d (%s, %s)", orDash(quoted(e.Phase)), e.Attempt, orDash(e.Reason), orDash(e.StopReasonCode))
+	default:
+		en.Known = false
+		en.Label = strings.TrimPrefix(e.Kind, "runtime.")
+		parts = append(parts, genericFields(e)...)
 	}
-	if len(e.Extra) > 0 {
-		keys := make([]string, 0, len(e.Extra))
-		for k := range e.Extra {
-			keys = append(keys, k)
+	if en.Known {
+		if e.HandlersInFlight > 0 {
+			add("handlers in flight %d", e.HandlersInFlight)
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		if e.Waiting {
+			add("waiting")
+		}
+		for _, k := range sortedKeys(e.Extra) {
 			add("%s=%s", k, compact(e.Extra[k]))
 		}
 	}
 	en.Summary = strings.Join(parts, "; ")
 	return en
+}
+
+// addPolicy appends the recorded policy (start and resume events), as JSON.
+func addPolicy(parts *[]string, e watchdog.Event) {
+	if e.Policy == nil {
+		return
+	}
+	b, err := json.Marshal(e.Policy)
+	if err != nil {
+		*parts = append(*parts, "policy unprintable: "+err.Error())
+		return
+	}
+	*parts = append(*parts, "policy "+string(b))
 }
 
 // measure describes the rule's measure against its limit.
@@ -282,6 +303,53 @@ func activeAge(e watchdog.Event) string {
 		}
 	}
 	return "active_channel " + e.ActiveChannel
+}
+
+// envelope are the fields every event has; a generic summary leaves them out.
+var envelope = map[string]bool{
+	"event_id": true, "seq": true, "aggregate_type": true, "aggregate_id": true, "event_kind": true,
+	"window": true, "session_started_at": true, "window_started_at": true, "occurred_at": true,
+	"elapsed_seconds": true, "configured_budget_seconds": true,
+}
+
+// genericFields lists every field of an event of a kind this version does
+// not know, as key=value in key order, reason first: whatever a newer core
+// records is shown.
+func genericFields(e watchdog.Event) []string {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return []string{"unprintable: " + err.Error()}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return []string{"unprintable: " + err.Error()}
+	}
+	var out []string
+	if r, ok := m["reason"]; ok {
+		out = append(out, "reason "+strings.Trim(string(r), `"`))
+	}
+	for _, k := range sortedKeys(m) {
+		if !envelope[k] && k != "reason" {
+			out = append(out, k+"="+compact(m[k]))
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]json.RawMessage) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func quoted(s string) string {
+	if s == "" {
+		return ""
+	}
+	return strconv.Quote(s)
 }
 
 func compact(b []byte) string {
