@@ -130,6 +130,9 @@ func chartOf(idx int, s Session) htmlSession {
 		h.Final = "no terminal event shown"
 	}
 	h.Channels = strings.Join(s.Channels, ", ")
+	if h.Channels == "" {
+		h.Channels = "none in the shown events"
+	}
 
 	// The time domain: every event, window start and evidence mark.
 	var dom span
@@ -355,6 +358,12 @@ func markerStyle(en Entry) (shape, class string) {
 		return "circle", "k-superseded"
 	case watchdog.KindActionFailed:
 		return "square", "k-failed"
+	case watchdog.KindHandlerDeadline, watchdog.KindHandlerAbandoned:
+		return "diamond", "k-deadline"
+	case watchdog.KindWaitTimeout:
+		return "circle", "k-wait"
+	case watchdog.KindAttemptCancelled, watchdog.KindRetry, watchdog.KindRecoveryBudgetExceeded:
+		return "square", "k-recovery"
 	}
 	return "diamond", "k-other"
 }
@@ -430,10 +439,11 @@ svg.chart { width: 100%; max-width: 1000px; height: auto; border: 1px solid #d9d
 .k-start { fill: #3b6fc4; } .k-continue { fill: #38a169; } .k-stale { fill: #dd8f1d; }
 .k-decision { fill: #c53030; } .k-shadow { fill: #8a2a9b; } .k-cancel { stroke: #9b1c1c; stroke-width: 3; fill: #9b1c1c; }
 .k-stop { fill: #6b7382; } .k-superseded { fill: #fff; stroke: #6b7382; stroke-width: 2; } .k-failed { fill: #ed8936; }
+.k-deadline { fill: #b7791f; } .k-wait { fill: #319795; } .k-recovery { fill: #805ad5; }
 .k-other { fill: #fff; stroke: #1d2330; stroke-width: 2; }
 table { border-collapse: collapse; margin-top: 10px; width: 100%; max-width: 1000px; font-size: 12px; }
-th, td { text-align: left; padding: 3px 6px; border-bottom: 1px solid #eceef2; vertical-align: top; }
-th { background: #f3f5f8; }
+th, td { text-align: left; padding: 3px 6px; border-bottom: 1px solid #eceef2; vertical-align: top; overflow-wrap: anywhere; }
+th { background: #f3f5f8; white-space: nowrap; overflow-wrap: normal; }
 td.mono, th.mono { font-family: ui-monospace, monospace; white-space: nowrap; }
 td.ages { color: #5a6272; }
 tr.hl { background: #fff6d6; }
@@ -453,6 +463,10 @@ tr.hl { background: #fff6d6; }
 <span><i style="background:#9b1c1c"></i>cancel</span>
 <span><i style="background:#6b7382"></i>stop</span>
 <span><i style="background:#ed8936"></i>action failed</span>
+<span><i style="background:#b7791f"></i>deadline overrun</span>
+<span><i style="background:#319795"></i>wait timeout</span>
+<span><i style="background:#805ad5"></i>phase retry</span>
+<span><i style="background:#fff;border:2px solid #1d2330"></i>other kind</span>
 <span><i style="background:#dbe8fb;border:1px solid #9dbbe6"></i>wall-clock budget</span>
 <span><i style="background:#fff0c2;border:1px solid #e5c766"></i>idle window</span>
 <span><i style="background:#fbd3cf;border:1px solid #e49189"></i>silent past it</span>
