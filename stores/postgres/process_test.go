@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sessionwatchdog/watchdog"
 )
@@ -30,6 +34,7 @@ const (
 	envTable   = "WATCHDOG_PG_TEST_TABLE"
 	envMode    = "WATCHDOG_PG_TEST_MODE"
 	envBudget  = "WATCHDOG_PG_TEST_BUDGET"
+	envWait    = "WATCHDOG_PG_TEST_WAIT" // supervisor: print WAITING, read a line from stdin, then start
 )
 
 func runChild(role string) int {
@@ -72,7 +77,15 @@ func runChild(role string) int {
 			fmt.Println("ERROR", err)
 			return 2
 		}
-		w := watchdog.New(watchdog.WithStore(store))
+		if os.Getenv(envWait) != "" {
+			fmt.Println("WAITING")
+			if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+				fmt.Println("ERROR", err)
+				return 2
+			}
+		}
+		core, logs := observer.New(zap.InfoLevel)
+		w := watchdog.New(watchdog.WithStore(store), watchdog.WithLogger(zap.New(core)))
 		policy := watchdog.Policy{WallClock: budget}
 		var s *watchdog.Session
 		if os.Getenv(envMode) == "resume" {
@@ -98,7 +111,13 @@ func runChild(role string) int {
 		if errors.As(context.Cause(s.Context()), &v) {
 			code = v.StopReasonCode()
 		}
-		fmt.Println("ENDED", code)
+		refused := 0
+		for _, e := range logs.All() {
+			if err, ok := e.ContextMap()["error"].(string); ok && strings.Contains(err, watchdog.ErrAlreadyDecided.Error()) {
+				refused++
+			}
+		}
+		fmt.Println("ENDED", code, "refused="+strconv.Itoa(refused))
 		return 0
 	}
 	fmt.Println("ERROR unknown role", role)
@@ -109,6 +128,7 @@ type child struct {
 	t     *testing.T
 	name  string
 	cmd   *exec.Cmd
+	stdin io.WriteCloser
 	lines chan string
 }
 
@@ -120,8 +140,10 @@ func startChild(t *testing.T, name, role, table, session string, env ...string) 
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	c := &child{t: t, name: name, cmd: cmd, lines: make(chan string, 16)}
+	c := &child{t: t, name: name, cmd: cmd, stdin: in, lines: make(chan string, 16)}
 	go func() {
 		defer close(c.lines)
 		sc := bufio.NewScanner(out)
@@ -200,7 +222,7 @@ func TestTwoProcesses(t *testing.T) {
 		sup.expect("STARTED 1 ")
 		assert.Equal(t, "STOP watchdog_wall_clock_exceeded", worker.expect("STOP"))
 		worker.wait()
-		assert.Equal(t, "ENDED watchdog_wall_clock_exceeded", sup.expect("ENDED"))
+		assert.Equal(t, "ENDED watchdog_wall_clock_exceeded refused=0", sup.expect("ENDED"))
 		sup.wait()
 		kinds, _ := loadKinds(t, store, "a")
 		assert.Equal(t, []string{watchdog.KindStart, watchdog.KindCancel}, kinds)
@@ -221,7 +243,7 @@ func TestTwoProcesses(t *testing.T) {
 		assert.Equal(t, started, sup2.expect("STARTED 1 "), "same window, same session_started_at")
 		assert.Equal(t, "STOP watchdog_wall_clock_exceeded", worker.expect("STOP"))
 		worker.wait()
-		assert.Equal(t, "ENDED watchdog_wall_clock_exceeded", sup2.expect("ENDED"))
+		assert.Equal(t, "ENDED watchdog_wall_clock_exceeded refused=0", sup2.expect("ENDED"))
 		sup2.wait()
 		kinds, evs := loadKinds(t, store, "b")
 		assert.Equal(t, []string{watchdog.KindStart, watchdog.KindResume, watchdog.KindCancel}, kinds)
@@ -233,23 +255,38 @@ func TestTwoProcesses(t *testing.T) {
 
 	// Two live supervisors in two processes resume the same session and
 	// both decide to cancel window 1 at the same instant: one cancel is
-	// recorded, and both end with the verdict.
+	// recorded, and both end with the verdict. They resume together, on the
+	// parent's signal, so that neither sees the other's verdict at Resume.
 	t.Run("two supervisors race, one cancel", func(t *testing.T) {
+		sups := []*child{
+			startChild(t, "supervisor 1", "supervisor", table, "c", envBudget+"=1s", envMode+"=resume", envWait+"=1"),
+			startChild(t, "supervisor 2", "supervisor", table, "c", envBudget+"=1s", envMode+"=resume", envWait+"=1"),
+		}
+		for _, s := range sups {
+			s.expect("WAITING")
+		}
 		now := time.Now().UTC()
 		start := watchdog.Event{ID: "c-start", AggregateType: watchdog.AggregateType, AggregateID: "c", Kind: watchdog.KindStart,
 			Window: 1, SessionStartedAt: now, WindowStartedAt: now, OccurredAt: now, ConfiguredBudgetSeconds: 1}
 		require.NoError(t, store.Append(context.Background(), start))
-		sups := []*child{
-			startChild(t, "supervisor 1", "supervisor", table, "c", envBudget+"=1s", envMode+"=resume"),
-			startChild(t, "supervisor 2", "supervisor", table, "c", envBudget+"=1s", envMode+"=resume"),
+		for _, s := range sups {
+			_, err := io.WriteString(s.stdin, "go\n")
+			require.NoError(t, err)
 		}
 		for _, s := range sups {
 			s.expect("STARTED 1 ")
 		}
+		var ended []string
 		for _, s := range sups {
-			assert.Equal(t, "ENDED watchdog_wall_clock_exceeded", s.expect("ENDED"))
+			ended = append(ended, s.expect("ENDED"))
 			s.wait()
 		}
+		// Both decided; the database refused the second cancel, and its
+		// supervisor learned that the other one won.
+		assert.ElementsMatch(t, []string{
+			"ENDED watchdog_wall_clock_exceeded refused=0",
+			"ENDED watchdog_wall_clock_exceeded refused=1",
+		}, ended)
 		kinds, _ := loadKinds(t, store, "c")
 		n := 0
 		for _, k := range kinds {
