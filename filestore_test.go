@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -273,4 +274,34 @@ func TestFileStoreSubscribeFollow(t *testing.T) {
 	var v *watchdog.VerdictError
 	require.True(t, errors.As(context.Cause(fctx), &v))
 	assert.Equal(t, watchdog.StopWallClockExceeded, v.StopReasonCode())
+}
+
+// Close ends every subscription and waits for its goroutine: synctest.Test
+// fails if any goroutine started inside the bubble outlives it. A Watchdog
+// on the FileStore, inside the same bubble, records its cancel to the file.
+func TestFileStoreCloseLeavesNoGoroutine(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store, err := watchdog.OpenFileStore(filepath.Join(dir, "events.jsonl"))
+		require.NoError(t, err)
+		w := watchdog.New(watchdog.WithStore(store))
+		subCtx, cancelSub := context.WithCancel(ctx)
+		ended, err := store.Subscribe(subCtx, "s")
+		require.NoError(t, err)
+		live, err := store.Subscribe(ctx, "s")
+		require.NoError(t, err)
+		s, err := w.Start(ctx, "s", time.Now(), watchdog.Policy{WallClock: time.Second})
+		require.NoError(t, err)
+		<-s.Context().Done()
+		require.NoError(t, w.Close(ctx))
+		assert.Equal(t, watchdog.KindStart, (<-live).Kind)
+		assert.Equal(t, watchdog.KindCancel, (<-live).Kind)
+		cancelSub()
+		for range ended {
+		}
+		require.NoError(t, store.Close())
+		_, open := <-live
+		assert.False(t, open)
+	})
 }
