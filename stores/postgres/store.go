@@ -61,8 +61,8 @@ type config struct {
 
 // WithTable sets the events table: a name of letters, digits and
 // underscores (at most 40 bytes, not starting with a digit), optionally
-// qualified by a schema of the same form ("schema.table"). The same name is
-// the LISTEN/NOTIFY channel. Default DefaultTable. Every process of a fleet
+// qualified by a schema of the same form ("schema.table"), 63 bytes at most
+// in all. The same name is the LISTEN/NOTIFY channel. Default DefaultTable. Every process of a fleet
 // must use the same table.
 func WithTable(name string) Option { return func(c *config) { c.table = name } }
 
@@ -87,8 +87,8 @@ func newConfig(opts []Option) (config, error) {
 			o(&c)
 		}
 	}
-	if !tableName.MatchString(c.table) {
-		return c, fmt.Errorf("%w: postgres store: table name %q: want [schema.]name of letters, digits and underscores", watchdog.ErrInvalidArgument, c.table)
+	if !tableName.MatchString(c.table) || len(c.table) > 63 {
+		return c, fmt.Errorf("%w: postgres store: table name %q: want [schema.]name of letters, digits and underscores, at most 40 bytes each and 63 in all", watchdog.ErrInvalidArgument, c.table)
 	}
 	if c.log == nil {
 		c.log = zap.NewNop()
@@ -119,7 +119,7 @@ func newNames(table string) names {
 	n := names{
 		table:         t,
 		channel:       table,
-		terminalIndex: base + "_one_terminal_per_window",
+		terminalIndex: base + "_one_terminal",
 		lockSalt:      table,
 	}
 	n.insert = `WITH ins AS (
@@ -143,7 +143,7 @@ SELECT seq, pg_notify($7, seq::text || ':' || CASE WHEN octet_length(aggregate_i
 //
 //	CREATE TABLE watchdog_events (
 //		seq           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-//		event_id      text NOT NULL UNIQUE,
+//		event_id      text NOT NULL CONSTRAINT watchdog_events_event_id_key UNIQUE,
 //		aggregate_id  text NOT NULL,
 //		event_kind    text NOT NULL,
 //		window_number integer NOT NULL,
@@ -151,7 +151,7 @@ SELECT seq, pg_notify($7, seq::text || ':' || CASE WHEN octet_length(aggregate_i
 //		event         json NOT NULL,     -- the event's JSON, seq omitted
 //		recorded_at   timestamptz NOT NULL DEFAULT now());
 //	CREATE INDEX watchdog_events_aggregate ON watchdog_events (aggregate_id, seq);
-//	CREATE UNIQUE INDEX watchdog_events_one_terminal_per_window
+//	CREATE UNIQUE INDEX watchdog_events_one_terminal
 //		ON watchdog_events (aggregate_id, window_number) WHERE terminal;
 func Migrate(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
 	if pool == nil {
@@ -166,7 +166,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
 
 func migrate(ctx context.Context, pool *pgxpool.Pool, table string) error {
 	n := newNames(table)
-	base := n.terminalIndex[:len(n.terminalIndex)-len("_one_terminal_per_window")]
+	base := n.terminalIndex[:len(n.terminalIndex)-len("_one_terminal")]
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres store: migrate %s: %w", table, err)

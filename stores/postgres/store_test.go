@@ -51,7 +51,7 @@ func TestBadInput(t *testing.T) {
 	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
 	require.ErrorIs(t, Migrate(ctx, nil), watchdog.ErrInvalidArgument)
 	pool := testPool(t)
-	for _, name := range []string{"", "1abc", "a-b", `x"; DROP TABLE y; --`, "a.b.c", strings.Repeat("x", 41)} {
+	for _, name := range []string{"", "1abc", "a-b", `x"; DROP TABLE y; --`, "a.b.c", strings.Repeat("x", 41), strings.Repeat("x", 40) + "." + strings.Repeat("y", 40)} {
 		_, err := New(ctx, pool, WithTable(name))
 		require.ErrorIs(t, err, watchdog.ErrInvalidArgument, "table %q", name)
 	}
@@ -101,11 +101,13 @@ func ev(id, agg, kind string, window int) watchdog.Event {
 	}
 }
 
-// The loser of a terminal race learns which event won.
+// The loser of a terminal race learns which event won, also with the
+// longest table name (its index names must not be truncated).
 func TestAlreadyDecidedNamesTheWinner(t *testing.T) {
 	ctx := context.Background()
 	pool := testPool(t)
-	table := uniqueTable(t)
+	table := uniqueTable(t) + strings.Repeat("x", 24)
+	require.Len(t, table, 40)
 	s1, s2 := newStore(t, pool, WithTable(table)), newStore(t, testPool(t), WithTable(table))
 	require.NoError(t, s1.Append(ctx, ev("win", "a", watchdog.KindCancel, 1)))
 	err := s2.Append(ctx, ev("lose", "a", watchdog.KindCancel, 1))
