@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"go.uber.org/zap"
@@ -109,7 +111,8 @@ func (e *FileCorruptError) Unwrap() error { return e.Err }
 // FileStore is an EventStore that appends events to one file in JSON Lines
 // format: one event per line, each the event's JSON (as Event.MarshalJSON
 // writes it, compacted, with its seq) followed by a newline, in append order.
-// The file is created with mode 0600 and only ever appended to. It implements
+// The file is created with mode 0600 (an existing file keeps its mode) and
+// only ever appended to. It implements
 // Subscriber, with in-process subscriptions that never block Append.
 //
 // Open it with OpenFileStore and release it with Close. Reopening a file
@@ -170,9 +173,17 @@ func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
 	if cfg.log == nil {
 		cfg.log = zap.NewNop()
 	}
+	_, statErr := os.Stat(path)
 	file, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("watchdog: open file store: %w", err)
+	}
+	if errors.Is(statErr, fs.ErrNotExist) && cfg.sync == SyncEveryAppend {
+		// A new file: make its directory entry durable too.
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			file.Close()
+			return nil, fmt.Errorf("watchdog: open file store %s: sync directory: %w", path, err)
+		}
 	}
 	if err := lockFile(file); err != nil {
 		file.Close()
@@ -240,6 +251,18 @@ func (f *FileStore) truncateTorn(lineNo int, off, n int64) error {
 	f.torn = &TornTail{Path: f.path, Line: lineNo, Offset: off, Bytes: n}
 	f.cfg.log.Warn("watchdog: file store: torn last line truncated",
 		zap.String("path", f.path), zap.Int("line", lineNo), zap.Int64("offset", off), zap.Int64("bytes", n))
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return err
+	}
 	return nil
 }
 
