@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 )
@@ -254,6 +255,21 @@ func (f *FileStore) truncateTorn(lineNo int, off, n int64) error {
 	return nil
 }
 
+// validateForJSON is Event.validate plus what a store that keeps events as
+// JSON needs: ids and kind in valid UTF-8, which JSON would otherwise
+// rewrite (so that the event would come back under another id).
+func validateForJSON(e Event) error {
+	if err := e.validate(); err != nil {
+		return err
+	}
+	for _, s := range []string{e.ID, e.AggregateID, e.Kind} {
+		if !utf8.ValidString(s) {
+			return fmt.Errorf("%w: event %q: id, aggregate_id or event_kind is not valid UTF-8", ErrInvalidEvent, e.ID)
+		}
+	}
+	return nil
+}
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -349,7 +365,7 @@ func (f *FileStore) Append(ctx context.Context, events ...Event) error {
 		return err
 	}
 	for _, e := range events {
-		if err := e.validate(); err != nil {
+		if err := validateForJSON(e); err != nil {
 			return err
 		}
 	}

@@ -305,3 +305,16 @@ func TestFileStoreCloseLeavesNoGoroutine(t *testing.T) {
 		assert.False(t, open)
 	})
 }
+
+// JSON cannot carry invalid UTF-8: such an id would come back as another id
+// after a reopen, so the store refuses it for good.
+func TestFileStoreRefusesInvalidUTF8Ids(t *testing.T) {
+	s := openFileStore(t, filepath.Join(t.TempDir(), "events.jsonl"))
+	for _, e := range []watchdog.Event{
+		fileEvent("e\xff", "a", watchdog.KindStart, 1),
+		fileEvent("e1", "a\xfe", watchdog.KindStart, 1),
+		fileEvent("e1", "a", "kind\xff", 1),
+	} {
+		require.ErrorIs(t, s.Append(context.Background(), e), watchdog.ErrInvalidEvent)
+	}
+}

@@ -281,7 +281,9 @@ func testFieldsRoundTrip(t *testing.T, g *gen, s watchdog.EventStore) {
 	cancel := g.event(a, watchdog.KindCancel, 1)
 	cancel.ElapsedSeconds = 10.000000001
 	cancel.ConfiguredBudgetSeconds = 0.25
-	cancel.AggregateID = a
+	// Any string survives, NUL and JSON's special characters included (a
+	// store on PostgreSQL's jsonb, which refuses \u0000, would not).
+	cancel.Reason = "quote \" backslash \\ newline \n tab \t nul \x00 html <&> unicode \u2603"
 	mustAppend(t, s, start, cancel)
 	got := mustLoad(t, s, a)
 	if len(got) != 2 {

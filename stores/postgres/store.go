@@ -37,6 +37,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -286,8 +287,13 @@ func validate(e watchdog.Event) error {
 		return fmt.Errorf("%w: event %s: window %d, want >= 1", watchdog.ErrInvalidEvent, e.ID, e.Window)
 	case e.Window > 1<<31-1:
 		return fmt.Errorf("%w: event %s: window %d does not fit an integer column", watchdog.ErrInvalidEvent, e.ID, e.Window)
-	case strings.ContainsRune(e.ID, 0) || strings.ContainsRune(e.AggregateID, 0) || strings.ContainsRune(e.Kind, 0):
-		return fmt.Errorf("%w: event %s: NUL byte in an id or kind", watchdog.ErrInvalidEvent, e.ID)
+	}
+	for _, s := range []string{e.ID, e.AggregateID, e.Kind} {
+		// PostgreSQL text holds neither NUL nor invalid UTF-8: refuse for
+		// good rather than fail every retry.
+		if strings.ContainsRune(s, 0) || !utf8.ValidString(s) {
+			return fmt.Errorf("%w: event %q: id, aggregate_id or event_kind has a NUL byte or invalid UTF-8", watchdog.ErrInvalidEvent, e.ID)
+		}
 	}
 	return nil
 }

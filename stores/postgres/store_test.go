@@ -229,3 +229,17 @@ func TestFollowAcrossStores(t *testing.T) {
 	require.True(t, errors.As(context.Cause(fctx), &v))
 	assert.Equal(t, watchdog.StopWallClockExceeded, v.StopReasonCode())
 }
+
+// PostgreSQL text cannot hold NUL bytes or invalid UTF-8: refused as
+// invalid (for good), not as a transient error the recorder would retry.
+func TestRefusesIdsPostgreSQLCannotStore(t *testing.T) {
+	s := newStore(t, testPool(t), WithTable(uniqueTable(t)))
+	for _, e := range []watchdog.Event{
+		ev("e\x00", "a", watchdog.KindStart, 1),
+		ev("e1", "a\xfe", watchdog.KindStart, 1),
+		ev("e1", "a", "kind\xff", 1),
+		ev("e1", "a", watchdog.KindStart, 1<<31),
+	} {
+		require.ErrorIs(t, s.Append(context.Background(), e), watchdog.ErrInvalidEvent)
+	}
+}
