@@ -507,17 +507,18 @@ func (s *Store) Subscribe(ctx context.Context, aggregateID string) (<-chan watch
 		s.subs[aggregateID] = make(map[*subscription]struct{})
 	}
 	s.subs[aggregateID][sub] = struct{}{}
+	s.wg.Add(1) // under mu, with closed false: Close waits for it
 	s.mu.Unlock()
 	// Registered first, then the starting point: an event committed after
 	// this read has a greater seq and is either notified or caught up
 	// after a reconnect.
 	if err := s.pool.QueryRow(ctx, s.n.maxSeq, aggregateID).Scan(&sub.last); err != nil {
 		s.unregister(sub)
+		s.wg.Done()
 		return nil, fmt.Errorf("postgres store: subscribe %q: %w", aggregateID, err)
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(s.ctx, cancel)
-	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer close(sub.out)
