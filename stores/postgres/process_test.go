@@ -194,13 +194,19 @@ func (c *child) kill() {
 	require.True(c.t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "%s did not die of SIGKILL: %v", c.name, err)
 }
 
+// loadKinds returns the kinds of the session's lifecycle events (start,
+// resume, stop, cancel), in order, and all its events. Other kinds (a
+// decision record, for example) are left out of the kinds.
 func loadKinds(t *testing.T, s *Store, id string) ([]string, []watchdog.Event) {
 	t.Helper()
 	evs, err := s.Load(context.Background(), id)
 	require.NoError(t, err)
 	var kinds []string
 	for _, e := range evs {
-		kinds = append(kinds, e.Kind)
+		switch e.Kind {
+		case watchdog.KindStart, watchdog.KindResume, watchdog.KindStop, watchdog.KindCancel:
+			kinds = append(kinds, e.Kind)
+		}
 	}
 	return kinds, evs
 }
