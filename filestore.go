@@ -259,7 +259,7 @@ func (f *FileStore) truncateTorn(lineNo int, off, n int64) error {
 // JSON needs: ids and kind in valid UTF-8, which JSON would otherwise
 // rewrite (so that the event would come back under another id).
 func validateForJSON(e Event) error {
-	if err := e.validate(); err != nil {
+	if err := e.Validate(); err != nil {
 		return err
 	}
 	for _, s := range []string{e.ID, e.AggregateID, e.Kind} {
@@ -294,7 +294,7 @@ func decodeLine(b []byte) (Event, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return Event{}, err
 	}
-	if err := e.validate(); err != nil {
+	if err := e.Validate(); err != nil {
 		return Event{}, err
 	}
 	if e.Seq == 0 {
