@@ -42,6 +42,7 @@ type layer struct {
 	cancel   context.CancelCauseFunc
 	step     atomic.Pointer[string]
 	item     sched.Item[timed]
+	parent   *layer        // the enclosing layer, if any
 	abandon  chan struct{} // closed when the caller gives up on fn
 
 	mu     sync.Mutex // guards the fields below when w is nil; else w.mu does
@@ -139,12 +140,13 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 	lctx, cancel := context.WithCancelCause(context.WithValue(ctx, layerKey{}, l))
 	defer cancel(nil)
 	l.cancel = cancel
+	l.parent = layerFrom(ctx)
+	l.arm()
 	if obs.OnHandlerStart != nil {
-		if c := obs.OnHandlerStart(lctx, kind, name, budget); c != nil {
+		if c := obs.OnHandlerStart(lctx, kind, name, l.remaining()); c != nil {
 			lctx = c
 		}
 	}
-	l.arm()
 
 	type result struct {
 		err   error
@@ -173,6 +175,9 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 	case r := <-done:
 		if r.panic != nil {
 			l.finish()
+			if obs.OnHandlerEnd != nil {
+				obs.OnHandlerEnd(lctx, kind, name, fmt.Errorf("watchdog: %s %q panicked: %v", kind, name, r.panic), l.overrunEvent())
+			}
 			panic(r.panic)
 		}
 		err = r.err
@@ -186,6 +191,23 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 		obs.OnHandlerEnd(lctx, kind, name, err, l.overrunEvent())
 	}
 	return err
+}
+
+// remaining is the time left from the layer's start until the earliest of
+// its own deadline, its enclosing layers' and the session window's.
+func (l *layer) remaining() time.Duration {
+	end := l.deadline
+	for p := l.parent; p != nil; p = p.parent {
+		if p.deadline.Before(end) {
+			end = p.deadline
+		}
+	}
+	if l.s != nil {
+		if d := l.s.Deadline(); d.Before(end) {
+			end = d
+		}
+	}
+	return end.Sub(l.started)
 }
 
 // arm schedules the layer's deadline.

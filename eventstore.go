@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // AggregateType is the aggregate_type of every event the Watchdog records.
@@ -245,8 +247,15 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 // holds at most one terminal event per session window.
 func (e Event) Terminal() bool { return e.Kind == KindStop || e.Kind == KindCancel }
 
-// validate reports what makes e unusable for a store.
-func (e Event) validate() error {
+// Validate reports what makes e unusable for a store, wrapped in
+// ErrInvalidEvent: an empty or non-UTF-8 event_id, aggregate_id or
+// event_kind, or a window below 1. Stores call it in Append.
+func (e Event) Validate() error {
+	for _, f := range [...]struct{ name, v string }{{"event_id", e.ID}, {"aggregate_id", e.AggregateID}, {"event_kind", e.Kind}} {
+		if !utf8.ValidString(f.v) {
+			return fmt.Errorf("%w: event %q: %s is not valid UTF-8", ErrInvalidEvent, e.ID, f.name)
+		}
+	}
 	switch {
 	case e.ID == "":
 		return fmt.Errorf("%w: empty event_id", ErrInvalidEvent)
@@ -318,7 +327,7 @@ func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
 		return err
 	}
 	for _, e := range events {
-		if err := e.validate(); err != nil {
+		if err := e.Validate(); err != nil {
 			return err
 		}
 	}
@@ -345,6 +354,7 @@ func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
 		}
 		m.seq++
 		e.Seq = m.seq
+		e.Extra = maps.Clone(e.Extra) // the caller may reuse its map
 		m.ids[e.ID] = struct{}{}
 		m.events[e.AggregateID] = append(m.events[e.AggregateID], e)
 		if e.Terminal() {
@@ -364,7 +374,11 @@ func (m *MemoryStore) Load(ctx context.Context, aggregateID string) ([]Event, er
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]Event(nil), m.events[aggregateID]...), nil
+	out := append([]Event(nil), m.events[aggregateID]...)
+	for i := range out {
+		out[i].Extra = maps.Clone(out[i].Extra)
+	}
+	return out, nil
 }
 
 // Subscribe implements Subscriber. Each subscription runs one goroutine that

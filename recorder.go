@@ -14,12 +14,12 @@ import (
 )
 
 // recorder appends events to the store on its own goroutine, so that a slow
-// or failing store never delays a verdict. Events of one session are appended
-// in the order they were enqueued; a session whose append failed backs off
-// (on the Watchdog's clock) without holding up other sessions. Nothing is
-// dropped except events the store refuses for good (a lost terminal race,
-// which is the point of the refusal, or an invalid event, which is reported
-// by Close).
+// or failing store never delays a verdict. Events are appended in the order
+// they were enqueued; when a session's append fails, that session's events
+// back off (on the Watchdog's clock) and keep their order, while other
+// sessions' events go on. Nothing is dropped except events the store refuses
+// for good (a lost terminal race, which is the point of the refusal, or an
+// invalid event, which is reported by Close).
 type recorder struct {
 	store    EventStore
 	clock    Clock
@@ -28,10 +28,10 @@ type recorder struct {
 	retryMax time.Duration
 
 	mu      sync.Mutex
-	lanes   map[string]*lane
-	ready   []*lane
-	backoff map[*lane]struct{}
-	refused []error // permanent refusals other than a lost race
+	queue   []Event // queue[head:] is not yet recorded, in enqueue order
+	head    int
+	blocked map[string]*lane // sessions backing off after a failed append
+	refused []error          // permanent refusals other than a lost race
 
 	signal   chan struct{}
 	barriers chan chan struct{}
@@ -45,14 +45,11 @@ type recorder struct {
 	onEvent func(Event) // Observer.OnEvent, called after each successful append
 }
 
-// lane is the FIFO of one session's events that are not recorded yet.
+// lane is the backoff state of one session whose append failed.
 type lane struct {
-	id       string
-	events   []Event
 	attempts int
 	lastErr  error
 	retryAt  time.Time
-	queued   bool // in ready
 }
 
 func newRecorder(c config) *recorder {
@@ -63,8 +60,7 @@ func newRecorder(c config) *recorder {
 		log:      c.log,
 		retryMin: c.retryMin,
 		retryMax: c.retryMax,
-		lanes:    make(map[string]*lane),
-		backoff:  make(map[*lane]struct{}),
+		blocked:  make(map[string]*lane),
 		signal:   make(chan struct{}, 1),
 		barriers: make(chan chan struct{}),
 		stop:     make(chan struct{}),
@@ -75,20 +71,11 @@ func newRecorder(c config) *recorder {
 	}
 }
 
-// enqueue adds e to its session's lane. It never blocks and makes no call
-// into the store; it may be called with the Watchdog's lock held.
+// enqueue adds e to the queue. It never blocks and makes no call into the
+// store; it may be called with the Watchdog's lock held.
 func (r *recorder) enqueue(e Event) {
 	r.mu.Lock()
-	l := r.lanes[e.AggregateID]
-	if l == nil {
-		l = &lane{id: e.AggregateID}
-		r.lanes[e.AggregateID] = l
-	}
-	l.events = append(l.events, e)
-	if _, waiting := r.backoff[l]; !waiting && !l.queued {
-		l.queued = true
-		r.ready = append(r.ready, l)
-	}
+	r.queue = append(r.queue, e)
 	r.mu.Unlock()
 	r.poke()
 }
@@ -104,10 +91,13 @@ func (r *recorder) poke() {
 func (r *recorder) pending(id string) []Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if l := r.lanes[id]; l != nil {
-		return append([]Event(nil), l.events...)
+	var out []Event
+	for _, e := range r.queue[r.head:] {
+		if e.AggregateID == id {
+			out = append(out, e)
+		}
 	}
-	return nil
+	return out
 }
 
 // run is the recorder goroutine.
@@ -145,103 +135,117 @@ func (r *recorder) barrier(ctx context.Context) error {
 	}
 }
 
-// drain attempts every ready lane until none is left, then arms the retry
-// timer for the earliest backed-off lane.
+// drain attempts, in order, every event whose session is not backing off,
+// then arms the retry timer for the earliest backed-off session.
 func (r *recorder) drain() {
+	now := r.clock.Now()
+	r.mu.Lock()
+	for id, l := range r.blocked {
+		if !now.Before(l.retryAt) {
+			delete(r.blocked, id)
+		}
+	}
+	r.mu.Unlock()
+	r.mu.Lock()
+	i := r.head
+	r.mu.Unlock()
 	for {
-		l := r.next()
-		if l == nil {
+		r.mu.Lock()
+		for i < len(r.queue) && r.blocked[r.queue[i].AggregateID] != nil {
+			i++
+		}
+		if i >= len(r.queue) {
+			r.compactLocked()
+			r.mu.Unlock()
 			break
 		}
-		r.attempt(l, false)
+		e := r.queue[i]
+		r.mu.Unlock()
+		if r.attempt(e, false) {
+			r.mu.Lock()
+			r.removeLocked(i) // only this goroutine removes, so i is still e's index
+			r.mu.Unlock()
+		}
+		i++
 	}
 	r.armRetry()
 }
 
-// next promotes backed-off lanes whose retry is due and pops a ready lane.
-func (r *recorder) next() *lane {
-	now := r.clock.Now()
+// removeLocked removes queue[i]: the blocked events before it (if any) move
+// up one slot, so removing from the head costs nothing.
+func (r *recorder) removeLocked(i int) {
+	copy(r.queue[r.head+1:i+1], r.queue[r.head:i])
+	r.queue[r.head] = Event{}
+	r.head++
+}
+
+// compactLocked releases the space of recorded events.
+func (r *recorder) compactLocked() {
+	if r.head == len(r.queue) {
+		r.queue, r.head = r.queue[:0], 0
+		return
+	}
+	if r.head > 1024 && r.head > len(r.queue)/2 {
+		n := copy(r.queue, r.queue[r.head:])
+		clear(r.queue[n:])
+		r.queue, r.head = r.queue[:n], 0
+	}
+}
+
+// attempt appends e. It reports whether e left the queue (recorded, or
+// refused for good). On a transient failure e's session backs off.
+func (r *recorder) attempt(e Event, final bool) bool {
+	err := r.store.Append(r.ctx, e)
+	switch {
+	case err == nil:
+		r.mu.Lock()
+		delete(r.blocked, e.AggregateID)
+		r.mu.Unlock()
+		if r.onEvent != nil {
+			r.onEvent(e)
+		}
+		return true
+	case errors.Is(err, ErrAlreadyDecided):
+		r.log.Info("watchdog: window already decided elsewhere; event not recorded twice",
+			zap.String("session_id", e.AggregateID), zap.Int("window", e.Window),
+			zap.String("event_kind", e.Kind), zap.Error(err))
+		return true
+	case errors.Is(err, ErrInvalidEvent):
+		r.log.Error("watchdog: store refused event", zap.String("session_id", e.AggregateID),
+			zap.String("event_kind", e.Kind), zap.Error(err))
+		r.mu.Lock()
+		r.refused = append(r.refused, fmt.Errorf("%s session %q window %d: %w", e.Kind, e.AggregateID, e.Window, err))
+		r.mu.Unlock()
+		return true
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for l := range r.backoff {
-		if !now.Before(l.retryAt) {
-			delete(r.backoff, l)
-			l.queued = true
-			r.ready = append(r.ready, l)
-		}
+	l := r.blocked[e.AggregateID]
+	if l == nil {
+		l = &lane{}
+		r.blocked[e.AggregateID] = l
 	}
-	if len(r.ready) == 0 {
-		return nil
+	l.attempts++
+	l.lastErr = err
+	d := r.retryMin << min(l.attempts-1, 30)
+	if d <= 0 || d > r.retryMax {
+		d = r.retryMax
 	}
-	l := r.ready[0]
-	r.ready[0] = nil
-	r.ready = r.ready[1:]
-	l.queued = false
-	return l
+	l.retryAt = r.clock.Now().Add(d)
+	attempts := l.attempts
+	r.mu.Unlock()
+	if !final {
+		r.log.Warn("watchdog: append failed; will retry", zap.String("session_id", e.AggregateID),
+			zap.String("event_kind", e.Kind), zap.Int("attempts", attempts),
+			zap.Duration("retry_in", d), zap.Error(err))
+	}
+	return false
 }
 
-// attempt appends the head events of l, one Append per event. On a transient
-// failure the lane backs off, unless final (Close's last pass).
-func (r *recorder) attempt(l *lane, final bool) {
-	for {
-		r.mu.Lock()
-		if len(l.events) == 0 {
-			delete(r.lanes, l.id)
-			r.mu.Unlock()
-			return
-		}
-		e := l.events[0]
-		r.mu.Unlock()
-
-		err := r.store.Append(r.ctx, e)
-		switch {
-		case err == nil:
-			if r.onEvent != nil {
-				r.onEvent(e)
-			}
-		case errors.Is(err, ErrAlreadyDecided):
-			r.log.Info("watchdog: window already decided elsewhere; event not recorded twice",
-				zap.String("session_id", e.AggregateID), zap.Int("window", e.Window),
-				zap.String("event_kind", e.Kind), zap.Error(err))
-		case errors.Is(err, ErrInvalidEvent):
-			r.log.Error("watchdog: store refused event", zap.String("session_id", e.AggregateID),
-				zap.String("event_kind", e.Kind), zap.Error(err))
-			r.mu.Lock()
-			r.refused = append(r.refused, fmt.Errorf("%s session %q window %d: %w", e.Kind, e.AggregateID, e.Window, err))
-			r.mu.Unlock()
-		default:
-			r.mu.Lock()
-			l.attempts++
-			l.lastErr = err
-			d := r.retryMin << min(l.attempts-1, 30)
-			if d <= 0 || d > r.retryMax {
-				d = r.retryMax
-			}
-			l.retryAt = r.clock.Now().Add(d)
-			if !final {
-				r.backoff[l] = struct{}{}
-			}
-			attempts := l.attempts
-			r.mu.Unlock()
-			r.log.Warn("watchdog: append failed; will retry", zap.String("session_id", e.AggregateID),
-				zap.String("event_kind", e.Kind), zap.Int("attempts", attempts),
-				zap.Duration("retry_in", d), zap.Error(err))
-			return
-		}
-		r.mu.Lock()
-		l.events[0] = Event{}
-		l.events = l.events[1:]
-		l.attempts = 0
-		l.lastErr = nil
-		r.mu.Unlock()
-	}
-}
-
-// armRetry arms one clock timer for the earliest backed-off lane.
+// armRetry arms one clock timer for the earliest backed-off session.
 func (r *recorder) armRetry() {
 	r.mu.Lock()
 	var earliest time.Time
-	for l := range r.backoff {
+	for _, l := range r.blocked {
 		if earliest.IsZero() || l.retryAt.Before(earliest) {
 			earliest = l.retryAt
 		}
@@ -258,8 +262,9 @@ func (r *recorder) armRetry() {
 }
 
 // close stops the goroutine, then makes one last attempt at every pending
-// event, ignoring backoff, until ctx ends. It returns an error naming every
-// event it could not record.
+// event in order, ignoring backoff (a session whose append fails keeps its
+// later events), until ctx ends. It returns an error naming every event it
+// could not record.
 func (r *recorder) close(ctx context.Context) error {
 	stopCancel := context.AfterFunc(ctx, r.cancel) // unblocks a hung Append
 	defer stopCancel()
@@ -272,27 +277,26 @@ func (r *recorder) close(ctx context.Context) error {
 	}
 
 	r.mu.Lock()
-	lanes := make([]*lane, 0, len(r.lanes))
-	for _, l := range r.lanes {
-		lanes = append(lanes, l)
-	}
+	queue := r.queue[r.head:]
+	r.queue, r.head = nil, 0
+	clear(r.blocked)
 	r.mu.Unlock()
-	for _, l := range lanes {
-		if ctx.Err() != nil {
-			break
+	var kept []Event
+	failed := map[string]bool{}
+	for _, e := range queue {
+		if ctx.Err() != nil || failed[e.AggregateID] || !r.attempt(e, true) {
+			failed[e.AggregateID] = true
+			kept = append(kept, e)
 		}
-		r.attempt(l, true)
 	}
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var lost []string
 	var lastErr error
-	for _, l := range r.lanes {
-		for _, e := range l.events {
-			lost = append(lost, fmt.Sprintf("%s session %q window %d (event %s)", e.Kind, e.AggregateID, e.Window, e.ID))
-		}
-		if l.lastErr != nil {
+	for _, e := range kept {
+		lost = append(lost, fmt.Sprintf("%s session %q window %d (event %s)", e.Kind, e.AggregateID, e.Window, e.ID))
+		if l := r.blocked[e.AggregateID]; l != nil && l.lastErr != nil {
 			lastErr = l.lastErr
 		}
 	}

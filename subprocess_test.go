@@ -6,11 +6,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -149,4 +151,74 @@ func TestRealSubprocessesQuietFileWorkLivesSilentSleepDies(t *testing.T) {
 	advance(t, mock, 10*time.Second, w)
 	require.ErrorIs(t, context.Cause(worker.Context()), watchdog.ErrIdleTimeout)
 	assert.Empty(t, liveInGroup(t, wcmd.Process.Pid))
+}
+
+// Issue 4, done 2: a subprocess handler (a real sleep with a child of its
+// own) is killed with its whole process group when its deadline fires.
+func TestSubprocessHandlerIsKilledWithItsWholeGroup(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{HandlerGrace: time.Minute})
+	require.NoError(t, err)
+
+	pids := make(chan int, 1)
+	started := make(chan struct{})
+	res := callAsync(s.Context(), "shell_tool", 2*time.Second, func(ctx context.Context) error {
+		defer watchdog.Step(ctx, "sh sleep")()
+		cmd := watchdog.Command(ctx, 5*time.Second, "sh", "-c", "sleep 1000 & echo started; sleep 1000")
+		// Not an *os.File: Wait returns only once every process of the
+		// group has closed its stdout, that is, has died.
+		cmd.Stdout = s.Writer(watchdog.ChannelStdout, &firstWrite{ch: started})
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		pids <- cmd.Process.Pid
+		return cmd.Wait()
+	})
+	pgid := <-pids
+	<-started
+	require.GreaterOrEqual(t, len(liveInGroup(t, pgid)), 2, "sh and its background sleep run")
+	advance(t, mock, 2*time.Second, w)
+	err = <-res
+	require.ErrorIs(t, err, watchdog.ErrHandlerDeadlineExceeded)
+	var v *watchdog.VerdictError
+	require.ErrorAs(t, err, &v)
+	assert.Equal(t, "sh sleep", v.DyingSpan)
+	assert.Empty(t, liveInGroup(t, pgid), "no process of the group is left")
+	abandoned, _ := w.AbandonedHandlers()
+	assert.Zero(t, abandoned, "the handler returned once its group was killed")
+}
+
+type firstWrite struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	f.once.Do(func() { close(f.ch) })
+	return len(p), nil
+}
+
+// A group that ignores SIGTERM gets SIGKILL after the grace period.
+func TestCommandEscalatesToSIGKILLForAGroupIgnoringSIGTERM(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r, wp, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	cmd := watchdog.Command(ctx, 200*time.Millisecond, "sh", "-c", `trap "" TERM; sleep 1000 & echo started; wait`)
+	cmd.Stdout = wp // every process of the group inherits the write end
+	require.NoError(t, cmd.Start())
+	require.NoError(t, wp.Close())
+	line, err := bufio.NewReader(r).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "started\n", line)
+	cancel()
+	require.Error(t, cmd.Wait())
+	// EOF comes only when the last process holding the pipe has died:
+	// here, when SIGKILL ended the sleep that ignored SIGTERM.
+	rest, err := io.ReadAll(r)
+	require.NoError(t, err)
+	assert.Empty(t, rest)
+	assert.Empty(t, liveInGroup(t, cmd.Process.Pid))
 }

@@ -123,8 +123,11 @@ func New(opts ...Option) *Watchdog {
 	if c.log == nil {
 		c.log = zap.NewNop()
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
+	if c.idPrefix == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		c.idPrefix = hex.EncodeToString(b[:]) + "-"
+	}
 	w := &Watchdog{
 		clock:      c.clock,
 		store:      c.store,
@@ -132,8 +135,10 @@ func New(opts ...Option) *Watchdog {
 		rec:        newRecorder(c),
 		action:     c.action,
 		resolution: c.resolution,
-		idPrefix:   hex.EncodeToString(b[:]) + "-",
+		idPrefix:   c.idPrefix,
 		sessions:   make(map[string]*Session),
+		layers:     make(map[*layer]struct{}),
+		obs:        c.obs,
 		wakeCh:     make(chan struct{}, 1),
 		checkCh:    make(chan chan struct{}),
 		done:       make(chan struct{}),

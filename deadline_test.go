@@ -1,0 +1,421 @@
+package watchdog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// callAsync runs watchdog.Call in a goroutine and returns its result channel.
+func callAsync(ctx context.Context, name string, budget time.Duration, fn func(context.Context) error) <-chan error {
+	out := make(chan error, 1)
+	go func() { out <- watchdog.Call(ctx, name, budget, fn) }()
+	return out
+}
+
+// Done 1: a handler that sleeps forever ignoring its context returns
+// ErrHandlerDeadlineExceeded at its budget + grace; the event names the
+// dying step; the abandoned goroutine is counted.
+func TestHandlerIgnoringItsContextIsAbandonedAtBudgetPlusGrace(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{HandlerGrace: time.Second})
+	require.NoError(t, err)
+
+	stuck, entered := make(chan struct{}), make(chan struct{})
+	defer close(stuck)
+	res := callAsync(s.Context(), "web_search", 2*time.Second, func(ctx context.Context) error {
+		defer watchdog.Step(ctx, "resolve")()
+		end := watchdog.Step(ctx, "http_get") // nested step: the innermost dies
+		defer end()
+		close(entered)
+		<-stuck // ignores ctx
+		return nil
+	})
+	<-entered
+	advance(t, mock, 2*time.Second, w)
+	select {
+	case err := <-res:
+		t.Fatalf("returned before the grace ended: %v", err)
+	default:
+	}
+	advance(t, mock, time.Second, w)
+	err = <-res
+	require.ErrorIs(t, err, watchdog.ErrHandlerDeadlineExceeded)
+	require.NotErrorIs(t, err, watchdog.ErrWallClockExceeded)
+	var v *watchdog.VerdictError
+	require.ErrorAs(t, err, &v)
+	assert.Equal(t, watchdog.LayerHandler, v.Layer)
+	assert.Equal(t, "web_search", v.Name)
+	assert.Equal(t, "http_get", v.DyingSpan)
+	assert.Equal(t, 2*time.Second, v.Elapsed)
+	abandoned, running := w.AbandonedHandlers()
+	assert.Equal(t, int64(1), abandoned)
+	assert.Equal(t, int64(1), running)
+	require.NoError(t, s.Context().Err(), "a handler overrun is not a session verdict")
+
+	evs := load(t, store, "s")
+	d := ofKind(evs, watchdog.KindHandlerDeadline)
+	require.Len(t, d, 1)
+	assert.Equal(t, "web_search", d[0].Handler)
+	assert.Equal(t, "handler", d[0].Layer)
+	assert.Equal(t, "http_get", d[0].DyingSpan)
+	assert.Equal(t, 2.0, d[0].LimitSeconds)
+	assert.Equal(t, 2.0, d[0].MeasureSeconds)
+	assert.Equal(t, "s", d[0].AggregateID)
+	assert.Equal(t, t0.Add(2*time.Second), d[0].OccurredAt)
+	a := ofKind(evs, watchdog.KindHandlerAbandoned)
+	require.Len(t, a, 1)
+	assert.Equal(t, t0.Add(3*time.Second), a[0].OccurredAt)
+}
+
+func TestCooperativeHandlerGetsTheDeadlineErrorOnTime(t *testing.T) {
+	mock := newMock()
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
+	require.NoError(t, err)
+	entered := make(chan struct{})
+	res := callAsync(s.Context(), "model", time.Second, func(ctx context.Context) error {
+		close(entered)
+		<-ctx.Done()
+		return ctx.Err() // even a plain context error becomes the deadline error
+	})
+	<-entered
+	advance(t, mock, time.Second, w)
+	require.ErrorIs(t, <-res, watchdog.ErrHandlerDeadlineExceeded)
+	abandoned, _ := w.AbandonedHandlers()
+	assert.Zero(t, abandoned)
+
+	// A handler that finishes in time returns its own result.
+	boom := errors.New("boom")
+	require.ErrorIs(t, watchdog.Call(s.Context(), "quick", time.Second, func(context.Context) error { return boom }), boom)
+	require.NoError(t, watchdog.Call(s.Context(), "quick", time.Second, func(context.Context) error { return nil }))
+}
+
+// Layers compose: the innermost deadline wins and the cause names the layer.
+func TestNestedLayersTheEarliestDeadlineFiresAndNamesItsLayer(t *testing.T) {
+	mock := newMock()
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{PhaseBudgets: map[string]time.Duration{"build": 5 * time.Second}})
+	require.NoError(t, err)
+
+	run := func(handlerBudget time.Duration) error {
+		entered := make(chan struct{})
+		res := make(chan error, 1)
+		go func() {
+			res <- watchdog.Within(s.Context(), watchdog.LayerPhase, "build", 0, func(ctx context.Context) error {
+				return watchdog.Within(ctx, watchdog.LayerIteration, "iter-1", 3*time.Second, func(ctx context.Context) error {
+					return watchdog.Call(ctx, "compile", handlerBudget, func(ctx context.Context) error {
+						close(entered)
+						<-ctx.Done()
+						return context.Cause(ctx)
+					})
+				})
+			})
+		}()
+		<-entered
+		advance(t, mock, 6*time.Second, w)
+		return <-res
+	}
+	err = run(time.Second)
+	require.ErrorIs(t, err, watchdog.ErrHandlerDeadlineExceeded)
+	err = run(10 * time.Second) // the iteration's 3 s come first
+	require.ErrorIs(t, err, watchdog.ErrIterationDeadlineExceeded)
+	var v *watchdog.VerdictError
+	require.ErrorAs(t, err, &v)
+	assert.Equal(t, watchdog.LayerIteration, v.Layer)
+	assert.Equal(t, "iter-1", v.Name)
+}
+
+// Done 3: a slow but bounded handler running longer than the idle window is
+// not killed by the idle rule; a hung one is ended by its own deadline.
+func TestBoundedHandlerDefersTheIdleRuleAndAHungOneDiesByItsOwnDeadline(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off,
+		SettleChecks: 1, HandlerGrace: time.Second}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	s.Touch(watchdog.ChannelStdout)
+
+	// Slow (25 s, silent) but bounded (30 s budget).
+	release, entered := make(chan struct{}), make(chan struct{})
+	res := callAsync(s.Context(), "long_tool", 30*time.Second, func(ctx context.Context) error {
+		close(entered)
+		<-release
+		return nil
+	})
+	<-entered
+	advance(t, mock, 25*time.Second, w)
+	require.NoError(t, s.Context().Err(), "bounded work is not idleness")
+	close(release)
+	require.NoError(t, <-res)
+	s.Touch(watchdog.ChannelStdout) // it prints its result
+	v := ofKind(load(t, store, "s"), watchdog.KindVerdict)
+	require.NotEmpty(t, v)
+	assert.Equal(t, "handler", v[0].ActiveChannel)
+	assert.Equal(t, 1, v[0].HandlersInFlight)
+
+	// Hung: ignores its context. Its own deadline ends it at 30 s + 1 s
+	// grace; then nothing justifies waiting and the idle rule acts.
+	hung := make(chan struct{})
+	defer close(hung)
+	entered = make(chan struct{})
+	res = callAsync(s.Context(), "hung_tool", 30*time.Second, func(ctx context.Context) error {
+		close(entered)
+		<-hung
+		return nil
+	})
+	<-entered
+	advance(t, mock, 30*time.Second, w)
+	require.NoError(t, s.Context().Err())
+	advance(t, mock, time.Second, w)
+	require.ErrorIs(t, <-res, watchdog.ErrHandlerDeadlineExceeded)
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrIdleTimeout)
+	evs := load(t, store, "s")
+	assert.Len(t, ofKind(evs, watchdog.KindHandlerDeadline), 1)
+	assert.Len(t, ofKind(evs, watchdog.KindHandlerAbandoned), 1)
+}
+
+func TestWithinRejectsBadInput(t *testing.T) {
+	ctx := context.Background()
+	fn := func(context.Context) error { return nil }
+	var nilCtx context.Context
+	require.ErrorIs(t, watchdog.Call(ctx, "x", 0, fn), watchdog.ErrInvalidArgument)
+	require.ErrorIs(t, watchdog.Call(ctx, "x", -time.Second, fn), watchdog.ErrInvalidArgument)
+	require.ErrorIs(t, watchdog.Call(ctx, "x", time.Second, nil), watchdog.ErrInvalidArgument)
+	require.ErrorIs(t, watchdog.Call(nilCtx, "x", time.Second, fn), watchdog.ErrInvalidArgument)
+	require.ErrorIs(t, watchdog.Within(ctx, "galaxy", "x", time.Second, fn), watchdog.ErrInvalidArgument)
+	require.NotPanics(t, func() { watchdog.Step(ctx, "outside any layer")() })
+}
+
+// Without a session a handler runs on the real clock: shown in a synctest
+// bubble, where that clock is fake and the test exact.
+func TestCallWithoutASessionUsesTheRealClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		err := watchdog.Call(context.Background(), "lonely", time.Second, func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		require.ErrorIs(t, err, watchdog.ErrHandlerDeadlineExceeded)
+		assert.Equal(t, time.Second, time.Since(start))
+
+		stuck := make(chan struct{})
+		start = time.Now()
+		err = watchdog.Call(context.Background(), "stuck", time.Second, func(ctx context.Context) error {
+			<-stuck
+			return nil
+		})
+		require.ErrorIs(t, err, watchdog.ErrHandlerDeadlineExceeded)
+		assert.Equal(t, time.Second+watchdog.DefaultHandlerGrace, time.Since(start))
+		close(stuck)
+	})
+}
+
+// Done 4: the waiting watchdog.
+func TestWaitTimeoutResolution(t *testing.T) {
+	for _, tt := range []struct {
+		server, want time.Duration
+	}{
+		{90 * time.Second, 90 * time.Second},
+		{0, 30 * time.Minute},
+		{-5 * time.Second, 30 * time.Minute},
+	} {
+		assert.Equal(t, tt.want, watchdog.WaitTimeout(tt.server), "server %v", tt.server)
+	}
+}
+
+func TestWaitingWatchdogFiresOnceWithoutCancellingAndStaleArmsNeverFire(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, SettleChecks: 1}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+
+	var calls atomic.Int32
+	fired := make(chan uint64, 4)
+	cb := func(ctx context.Context, got *watchdog.Session, gen uint64) {
+		calls.Add(1)
+		fired <- gen
+	}
+
+	// A resume before the fire supersedes it: the callback never runs.
+	g1 := s.Wait(time.Minute, cb)
+	advance(t, mock, 30*time.Second, w)
+	assert.True(t, s.EndWait())
+	advance(t, mock, 5*time.Second, w) // past g1's instant
+	s.Touch(watchdog.ChannelStdout)
+	assert.Zero(t, calls.Load())
+
+	// Each arm supersedes the previous one.
+	g2 := s.Wait(0, cb) // server sent no timeout: 30 min
+	g3 := s.Wait(2*time.Minute, cb)
+	assert.Less(t, g1, g2)
+	assert.Less(t, g2, g3)
+	waiting, gen := s.Waiting()
+	assert.True(t, waiting)
+	assert.Equal(t, g3, gen)
+	advance(t, mock, 2*time.Minute, w) // the idle rule is suspended while waiting
+	require.Equal(t, g3, <-fired)
+	require.NoError(t, context.Cause(s.Context()), "the fire does not cancel")
+	waiting, _ = s.Waiting()
+	assert.False(t, waiting, "the fire ends the waiting state")
+	s.Wait(time.Hour, nil)              // the agent's next turn yields again
+	advance(t, mock, 40*time.Minute, w) // g2's instant passes: superseded
+	assert.Equal(t, int32(1), calls.Load(), "the callback runs exactly once")
+	require.NoError(t, context.Cause(s.Context()))
+
+	evs := load(t, store, "s")
+	wt := ofKind(evs, watchdog.KindWaitTimeout)
+	require.Len(t, wt, 1)
+	assert.Equal(t, g3, wt[0].Generation)
+	assert.Equal(t, 120.0, wt[0].LimitSeconds)
+	assert.Empty(t, ofKind(evs, watchdog.KindCancel))
+}
+
+func TestIdleDuringAWaitIsSuspendedButTheWallClockIsNot(t *testing.T) {
+	mock := newMock()
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: time.Minute, IdleWindow: time.Second, SettleChecks: 1})
+	require.NoError(t, err)
+	s.Wait(time.Hour, nil)
+	advance(t, mock, 59*time.Second, w)
+	require.NoError(t, s.Context().Err())
+	advance(t, mock, 2*time.Second, w)
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
+}
+
+// Done 7: recovery. A phase that idles twice is retried twice and succeeds
+// on the third attempt; with a budget of one retry it ends with
+// recovery_budget_exceeded and the last partial result.
+func TestPhaseThatIdlesTwiceSucceedsOnTheThirdAttempt(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1,
+		RecoveryBudget: 2, RecoveryBackoff: time.Second}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+
+	attempts := make(chan int)
+	type out struct {
+		res watchdog.PhaseResult[string]
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		res, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (string, error) {
+			attempts <- attempt
+			if attempt < 3 {
+				<-ctx.Done() // the agent hangs silently
+				return fmt.Sprintf("draft %d", attempt), context.Cause(ctx)
+			}
+			return "done", nil
+		})
+		done <- out{res, err}
+	}()
+	require.Equal(t, 1, <-attempts)
+	advance(t, mock, 10*time.Second+1, w) // idle: attempt 1 is cancelled
+	advance(t, mock, time.Second, w)      // backoff 1 s
+	require.Equal(t, 2, <-attempts)
+	advance(t, mock, 10*time.Second+1, w)
+	advance(t, mock, 2*time.Second, w) // backoff doubles
+	require.Equal(t, 3, <-attempts)
+	o := <-done
+	require.NoError(t, o.err)
+	assert.Equal(t, 3, o.res.Attempts)
+	assert.Equal(t, "done", o.res.Partial)
+	assert.Empty(t, o.res.StopReasonCode)
+	require.NoError(t, s.Context().Err(), "idleness ended attempts, not the session")
+
+	require.NoError(t, w.Check(context.Background()))
+	evs := load(t, store, "s")
+	assert.Len(t, ofKind(evs, watchdog.KindAttemptCancelled), 2)
+	r := ofKind(evs, watchdog.KindRetry)
+	require.Len(t, r, 2)
+	assert.Equal(t, []int{2, 3}, []int{r[0].Attempt, r[1].Attempt})
+	assert.Equal(t, "implement", r[0].Phase)
+	assert.Empty(t, ofKind(evs, watchdog.KindCancel))
+}
+
+func TestPhaseRetriesRunOutWithTheLastPartialResult(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1,
+		RecoveryBudget: 1, RecoveryBackoff: time.Second}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	attempts := make(chan int)
+	type out struct {
+		res watchdog.PhaseResult[string]
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		res, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (string, error) {
+			attempts <- attempt
+			<-ctx.Done()
+			return fmt.Sprintf("draft %d", attempt), context.Cause(ctx)
+		})
+		done <- out{res, err}
+	}()
+	require.Equal(t, 1, <-attempts)
+	advance(t, mock, 10*time.Second+1, w)
+	advance(t, mock, time.Second, w)
+	require.Equal(t, 2, <-attempts)
+	advance(t, mock, 10*time.Second+1, w)
+	o := <-done
+	require.ErrorIs(t, o.err, watchdog.ErrRecoveryBudgetExceeded)
+	require.ErrorIs(t, o.err, watchdog.ErrIdleTimeout)
+	assert.Equal(t, "recovery_budget_exceeded", o.res.StopReasonCode)
+	assert.Equal(t, "draft 2", o.res.Partial)
+	assert.Equal(t, 2, o.res.Attempts)
+	require.NoError(t, w.Check(context.Background()))
+	evs := load(t, store, "s")
+	assert.Len(t, ofKind(evs, watchdog.KindRetry), 1)
+	rb := ofKind(evs, watchdog.KindRecoveryBudgetExceeded)
+	require.Len(t, rb, 1)
+	assert.Equal(t, "recovery_budget_exceeded", rb[0].StopReasonCode)
+}
+
+// The wall clock and the ceilings are never retried.
+func TestWallClockInsideAPhaseIsNotRetried(t *testing.T) {
+	mock := newMock()
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: 10 * time.Second})
+	require.NoError(t, err)
+	entered := make(chan struct{})
+	type out struct {
+		res watchdog.PhaseResult[int]
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		res, err := watchdog.RunPhase(s, "p", 0, func(ctx context.Context, attempt int) (int, error) {
+			close(entered)
+			<-ctx.Done()
+			return attempt, ctx.Err()
+		})
+		done <- out{res, err}
+	}()
+	<-entered
+	advance(t, mock, 11*time.Second, w)
+	o := <-done
+	require.ErrorIs(t, o.err, watchdog.ErrWallClockExceeded)
+	assert.Equal(t, 1, o.res.Attempts)
+	assert.Equal(t, "watchdog_wall_clock_exceeded", o.res.StopReasonCode)
+}

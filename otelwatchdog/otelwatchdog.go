@@ -1,0 +1,316 @@
+package otelwatchdog
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// ScopeName is the instrumentation scope name of the Meter and the Tracer
+// the adapter creates.
+const ScopeName = "github.com/sessionwatchdog/watchdog/otelwatchdog"
+
+// Instrument names. They are part of the adapter's contract; the README
+// lists their kinds, units and attributes.
+const (
+	// MetricHandlerDeadlineRemaining is a float64 gauge, unit "ms": the
+	// budget a deadline layer (handler, iteration or phase) has left when
+	// it starts, by handler and layer.
+	MetricHandlerDeadlineRemaining = "handler_deadline_remaining_ms"
+	// MetricHandlerDeadlineExceeded is an int64 counter, unit "{overrun}":
+	// deadline layers whose deadline fired, by handler, layer and
+	// dying_span.
+	MetricHandlerDeadlineExceeded = "handler_deadline_exceeded_total"
+	// MetricSchedulerTickLateness is a float64 histogram, unit "ms": per
+	// scheduler pass that found something due, how long after its due
+	// instant the most overdue item was handled.
+	MetricSchedulerTickLateness = "scheduler_tick_lateness_ms"
+	// MetricEvents is an int64 counter, unit "{event}": the events the
+	// Watchdog recorded (verdicts, decisions, cancels, overruns...), by
+	// event_kind, reason, rule, mode and verdict.
+	MetricEvents = "watchdog_events_total"
+)
+
+// Metric attribute keys. MetricHandlerDeadlineRemaining has handler and
+// layer; MetricHandlerDeadlineExceeded has handler, layer and dying_span
+// (always, "" when no step was marked); MetricEvents has event_kind and,
+// when the event sets them, reason, rule, mode and verdict.
+const (
+	// AttrHandler is the deadline layer's name (the handler, phase or
+	// iteration name given to Call, Within or RunPhase).
+	AttrHandler = attribute.Key("handler")
+	// AttrLayer is the deadline layer: "handler", "iteration" or "phase".
+	AttrLayer = attribute.Key("layer")
+	// AttrDyingSpan is the step (watchdog.Step) running when the deadline
+	// fired; "" when no step was marked.
+	AttrDyingSpan = attribute.Key("dying_span")
+	// AttrEventKind is the recorded event's event_kind.
+	AttrEventKind = attribute.Key("event_kind")
+	// AttrReason is the event's reason.
+	AttrReason = attribute.Key("reason")
+	// AttrRule is the rule behind the event.
+	AttrRule = attribute.Key("rule")
+	// AttrMode is a decision's mode: "act" or "shadow".
+	AttrMode = attribute.Key("mode")
+	// AttrVerdict is the event's verdict: "CONTINUE" or "HARD_STOP".
+	AttrVerdict = attribute.Key("verdict")
+)
+
+// Span attribute keys, on the span of a deadline layer and on its overrun
+// span event.
+const (
+	// SpanAttrSessionID is the watched session's id (absent when the
+	// layer's context carries no session).
+	SpanAttrSessionID = attribute.Key("watchdog.session_id")
+	// SpanAttrWindow is the session's window number.
+	SpanAttrWindow = attribute.Key("watchdog.window")
+	// SpanAttrLayer is the deadline layer: "handler", "iteration" or
+	// "phase".
+	SpanAttrLayer = attribute.Key("watchdog.layer")
+	// SpanAttrHandler is the layer's name.
+	SpanAttrHandler = attribute.Key("watchdog.handler")
+	// SpanAttrBudgetMS is the layer's budget in milliseconds: the budget
+	// left at its start on the span, the budget on the overrun event.
+	SpanAttrBudgetMS = attribute.Key("watchdog.budget_ms")
+	// SpanAttrDeadlineExceeded is true on the span of a layer whose
+	// deadline fired.
+	SpanAttrDeadlineExceeded = attribute.Key("watchdog.deadline_exceeded")
+	// SpanAttrDyingSpan is the step running when the deadline fired.
+	SpanAttrDyingSpan = attribute.Key("watchdog.dying_span")
+	// SpanAttrElapsedMS is the layer's age at the fire, in milliseconds.
+	SpanAttrElapsedMS = attribute.Key("watchdog.elapsed_ms")
+	// SpanAttrEventID is the event_id of the recorded overrun event, which
+	// joins the trace to the event log.
+	SpanAttrEventID = attribute.Key("watchdog.event_id")
+	// SpanAttrReason is the overrun's reason ("handler_deadline_exceeded",
+	// "iteration_deadline_exceeded", "phase_deadline_exceeded").
+	SpanAttrReason = attribute.Key("watchdog.reason")
+	// SpanAttrRule is the overrun's rule ("handler_deadline", ...).
+	SpanAttrRule = attribute.Key("watchdog.rule")
+	// SpanAttrOccurredAt is the overrun's occurred_at on the Watchdog's
+	// clock, RFC 3339 with nanoseconds; the span event's own timestamp is
+	// when the layer ended (the caller got the error).
+	SpanAttrOccurredAt = attribute.Key("watchdog.occurred_at")
+)
+
+// defaultLatenessBuckets are the bucket boundaries, in milliseconds, of
+// MetricSchedulerTickLateness unless WithLatenessBuckets says otherwise.
+var defaultLatenessBuckets = []float64{0, 0.1, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	mp      metric.MeterProvider
+	tp      trace.TracerProvider
+	buckets []float64
+}
+
+// WithLatenessBuckets sets the explicit bucket boundaries, in milliseconds
+// and increasing, advised for MetricSchedulerTickLateness. The default is
+// 0, 0.1, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000 and
+// 10000; no boundaries (nil) also means the default. A View on the
+// MeterProvider overrides either.
+func WithLatenessBuckets(bounds ...float64) Option {
+	bounds = append([]float64(nil), bounds...)
+	return func(c *config) { c.buckets = bounds }
+}
+
+// WithMeterProvider sets the MeterProvider the instruments are created
+// from. The default, and a nil mp, is the global one (otel.GetMeterProvider)
+// at the time New is called.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) { c.mp = mp }
+}
+
+// WithTracerProvider sets the TracerProvider the layer spans are started
+// from. The default, and a nil tp, is the global one (otel.GetTracerProvider)
+// at the time New is called.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) { c.tp = tp }
+}
+
+// adapter holds the instruments; its methods are the Observer's hooks.
+type adapter struct {
+	tracer    trace.Tracer
+	remaining metric.Float64Gauge
+	exceeded  metric.Int64Counter
+	lateness  metric.Float64Histogram
+	events    metric.Int64Counter
+
+	attrs attrCache
+}
+
+// attrCacheSize bounds the attribute sets the adapter keeps; past it, sets
+// are built on each measurement (correct, only slower).
+const attrCacheSize = 4096
+
+// attrCache keeps the attribute set of each distinct label combination, so a
+// hook builds and sorts it once; the label values are bounded names
+// (layers, handlers, steps, kinds, reasons), as metric attributes must be.
+type attrCache struct {
+	m sync.Map // attrKey -> metric.MeasurementOption
+	n atomic.Int64
+}
+
+type attrKey struct {
+	metric string
+	a      [5]string
+}
+
+func (c *attrCache) get(k attrKey, build func() []attribute.KeyValue) metric.MeasurementOption {
+	if o, ok := c.m.Load(k); ok {
+		return o.(metric.MeasurementOption)
+	}
+	o := metric.WithAttributeSet(attribute.NewSet(build()...))
+	if c.n.Load() < attrCacheSize {
+		if _, loaded := c.m.LoadOrStore(k, o); !loaded {
+			c.n.Add(1)
+		}
+	}
+	return o
+}
+
+// New creates the instruments once and returns a watchdog.Observer whose
+// hooks record them and trace every deadline layer:
+//
+//   - OnHandlerStart records MetricHandlerDeadlineRemaining and starts a span
+//     named "<layer> <name>" (for example "handler web_search"), a child of
+//     the span in the caller's context, and returns the context carrying it
+//     (the layer's function runs under it).
+//   - OnHandlerEnd, when the deadline fired, adds
+//     MetricHandlerDeadlineExceeded and a span event named after the
+//     overrun's event_kind (runtime.handler.deadline_exceeded) with its
+//     dying span, budget, elapsed time and event_id; when the layer ended
+//     with an error it sets the span's status to Error. It ends the span.
+//   - OnSchedulerTick records MetricSchedulerTickLateness.
+//   - OnEvent adds MetricEvents.
+//
+// The measurements of OnHandlerStart and OnHandlerEnd are made with the
+// layer's context, so an SDK that keeps exemplars links them to the layer's
+// span. The hooks are safe for concurrent use and do not block. The
+// Observer can serve any number of Watchdogs.
+//
+// New returns an error only if the MeterProvider refuses an instrument; the
+// Observer it returns with that error is still usable (the SDK hands back
+// no-op instruments for the refused ones).
+func New(opts ...Option) (watchdog.Observer, error) {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.mp == nil {
+		c.mp = otel.GetMeterProvider()
+	}
+	if c.tp == nil {
+		c.tp = otel.GetTracerProvider()
+	}
+	if len(c.buckets) == 0 {
+		c.buckets = defaultLatenessBuckets
+	}
+	meter := c.mp.Meter(ScopeName)
+	a := &adapter{tracer: c.tp.Tracer(ScopeName)}
+	var errs [4]error
+	a.remaining, errs[0] = meter.Float64Gauge(MetricHandlerDeadlineRemaining,
+		metric.WithUnit("ms"),
+		metric.WithDescription("Budget a deadline layer (handler, iteration, phase) has left when it starts."))
+	a.exceeded, errs[1] = meter.Int64Counter(MetricHandlerDeadlineExceeded,
+		metric.WithUnit("{overrun}"),
+		metric.WithDescription("Deadline layers whose deadline fired, by the step that was running (dying_span)."))
+	a.lateness, errs[2] = meter.Float64Histogram(MetricSchedulerTickLateness,
+		metric.WithUnit("ms"),
+		metric.WithDescription("How late the watchdog scheduler handled the most overdue item of a pass."),
+		metric.WithExplicitBucketBoundaries(c.buckets...))
+	a.events, errs[3] = meter.Int64Counter(MetricEvents,
+		metric.WithUnit("{event}"),
+		metric.WithDescription("Events the watchdog recorded (verdicts, decisions, cancels, overruns), by kind and reason."))
+	return watchdog.Observer{
+		OnEvent:         a.onEvent,
+		OnHandlerStart:  a.onHandlerStart,
+		OnHandlerEnd:    a.onHandlerEnd,
+		OnSchedulerTick: a.onSchedulerTick,
+	}, errors.Join(errs[:]...)
+}
+
+// spanKey marks the span this adapter started, so that OnHandlerEnd ends
+// its own span and never one it did not start.
+type spanKey struct{}
+
+func (a *adapter) onHandlerStart(ctx context.Context, layer watchdog.Layer, name string, remaining time.Duration) context.Context {
+	attrs := make([]attribute.KeyValue, 0, 5)
+	attrs = append(attrs,
+		SpanAttrLayer.String(string(layer)),
+		SpanAttrHandler.String(name),
+		SpanAttrBudgetMS.Float64(ms(remaining)))
+	if s := watchdog.FromContext(ctx); s != nil {
+		attrs = append(attrs, SpanAttrSessionID.String(s.ID()), SpanAttrWindow.Int(s.Window()))
+	}
+	ctx, span := a.tracer.Start(ctx, string(layer)+" "+name,
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	a.remaining.Record(ctx, ms(remaining), a.attrs.get(attrKey{metric: MetricHandlerDeadlineRemaining, a: [5]string{name, string(layer)}},
+		func() []attribute.KeyValue {
+			return []attribute.KeyValue{AttrHandler.String(name), AttrLayer.String(string(layer))}
+		}))
+	return context.WithValue(ctx, spanKey{}, span)
+}
+
+func (a *adapter) onHandlerEnd(ctx context.Context, layer watchdog.Layer, name string, err error, overrun *watchdog.Event) {
+	span, _ := ctx.Value(spanKey{}).(trace.Span)
+	if overrun != nil {
+		a.exceeded.Add(ctx, 1, a.attrs.get(attrKey{metric: MetricHandlerDeadlineExceeded, a: [5]string{name, string(layer), overrun.DyingSpan}},
+			func() []attribute.KeyValue {
+				return []attribute.KeyValue{AttrHandler.String(name), AttrLayer.String(string(layer)), AttrDyingSpan.String(overrun.DyingSpan)}
+			}))
+	}
+	if span == nil {
+		return
+	}
+	if overrun != nil {
+		span.SetAttributes(SpanAttrDeadlineExceeded.Bool(true), SpanAttrDyingSpan.String(overrun.DyingSpan))
+		span.AddEvent(overrun.Kind, trace.WithAttributes(
+			SpanAttrEventID.String(overrun.ID),
+			SpanAttrDyingSpan.String(overrun.DyingSpan),
+			SpanAttrBudgetMS.Float64(overrun.LimitSeconds*1000),
+			SpanAttrElapsedMS.Float64(overrun.MeasureSeconds*1000),
+			SpanAttrReason.String(overrun.Reason),
+			SpanAttrRule.String(overrun.Rule),
+			SpanAttrOccurredAt.String(overrun.OccurredAt.UTC().Format(time.RFC3339Nano)),
+		))
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+func (a *adapter) onSchedulerTick(lateness time.Duration) {
+	a.lateness.Record(context.Background(), ms(lateness))
+}
+
+func (a *adapter) onEvent(e watchdog.Event) {
+	k := attrKey{metric: MetricEvents, a: [5]string{e.Kind, e.Reason, e.Rule, string(e.Mode), e.Verdict}}
+	a.events.Add(context.Background(), 1, a.attrs.get(k, func() []attribute.KeyValue {
+		attrs := []attribute.KeyValue{AttrEventKind.String(e.Kind)}
+		for i, key := range [...]attribute.Key{AttrReason, AttrRule, AttrMode, AttrVerdict} {
+			if v := k.a[i+1]; v != "" {
+				attrs = append(attrs, key.String(v))
+			}
+		}
+		return attrs
+	}))
+}
+
+// ms converts d to fractional milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

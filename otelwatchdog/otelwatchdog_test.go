@@ -1,0 +1,441 @@
+package otelwatchdog_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/otelwatchdog"
+	"github.com/sessionwatchdog/watchdog/watchdogtest"
+)
+
+var t0 = time.Date(2026, 5, 23, 9, 0, 0, 0, time.UTC)
+
+// fixture is a Watchdog on a mock clock wired to an SDK MeterProvider with a
+// manual reader and a TracerProvider with a span recorder.
+type fixture struct {
+	ctx    context.Context
+	mock   *clock.Mock
+	store  *watchdog.MemoryStore
+	w      *watchdog.Watchdog
+	reader *sdkmetric.ManualReader
+	spans  *tracetest.SpanRecorder
+	tracer trace.Tracer
+	obs    watchdog.Observer
+}
+
+func newFixture(t *testing.T, opts ...otelwatchdog.Option) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	f := &fixture{
+		ctx:    ctx,
+		mock:   clock.NewMock(),
+		store:  watchdog.NewMemoryStore(),
+		reader: sdkmetric.NewManualReader(),
+		spans:  tracetest.NewSpanRecorder(),
+	}
+	f.mock.Set(t0)
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(f.reader))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(f.spans))
+	t.Cleanup(func() {
+		_ = mp.Shutdown(ctx)
+		_ = tp.Shutdown(ctx)
+	})
+	f.tracer = tp.Tracer("test")
+	obs, err := otelwatchdog.New(append([]otelwatchdog.Option{
+		otelwatchdog.WithMeterProvider(mp), otelwatchdog.WithTracerProvider(tp)}, opts...)...)
+	require.NoError(t, err)
+	f.obs = obs
+	f.w = watchdog.New(watchdog.WithClock(f.mock), watchdog.WithStore(f.store), watchdog.WithObserver(obs))
+	t.Cleanup(func() { _ = f.w.Close(ctx) })
+	return f
+}
+
+func (f *fixture) advance(t *testing.T, d time.Duration) {
+	t.Helper()
+	require.NoError(t, watchdogtest.Advance(f.ctx, f.mock, d, f.w))
+}
+
+// collect reads every metric of the adapter's scope, by name.
+func (f *fixture) collect(t *testing.T) map[string]metricdata.Metrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, f.reader.Collect(f.ctx, &rm))
+	out := make(map[string]metricdata.Metrics)
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != otelwatchdog.ScopeName {
+			continue
+		}
+		for _, m := range sm.Metrics {
+			out[m.Name] = m
+		}
+	}
+	return out
+}
+
+// sumPoints maps each data point's attribute set to its value.
+func sumPoints(t *testing.T, m metricdata.Metrics) map[attribute.Distinct]metricdata.DataPoint[int64] {
+	t.Helper()
+	sum, ok := m.Data.(metricdata.Sum[int64])
+	require.True(t, ok, "%s is a %T", m.Name, m.Data)
+	require.True(t, sum.IsMonotonic, m.Name)
+	out := make(map[attribute.Distinct]metricdata.DataPoint[int64])
+	for _, dp := range sum.DataPoints {
+		out[distinct(dp.Attributes)] = dp
+	}
+	return out
+}
+
+func set(kvs ...attribute.KeyValue) attribute.Distinct {
+	s := attribute.NewSet(kvs...)
+	return s.Equivalent()
+}
+
+func distinct(s attribute.Set) attribute.Distinct { return s.Equivalent() }
+
+// eventCounts maps each watchdog_events_total attribute set to its count.
+func eventCounts(t *testing.T, ms map[string]metricdata.Metrics) map[attribute.Distinct]int64 {
+	t.Helper()
+	out := make(map[attribute.Distinct]int64)
+	for k, dp := range sumPoints(t, ms[otelwatchdog.MetricEvents]) {
+		out[k] = dp.Value
+	}
+	return out
+}
+
+func lateness(t *testing.T, ms map[string]metricdata.Metrics) metricdata.HistogramDataPoint[float64] {
+	t.Helper()
+	m, ok := ms[otelwatchdog.MetricSchedulerTickLateness]
+	require.True(t, ok, "no %s", otelwatchdog.MetricSchedulerTickLateness)
+	h, ok := m.Data.(metricdata.Histogram[float64])
+	require.True(t, ok, "%T", m.Data)
+	require.Len(t, h.DataPoints, 1)
+	assert.Equal(t, "ms", m.Unit)
+	return h.DataPoints[0]
+}
+
+func spanNamed(t *testing.T, spans []sdktrace.ReadOnlySpan, name string) sdktrace.ReadOnlySpan {
+	t.Helper()
+	var found sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		if s.Name() == name {
+			require.Nil(t, found, "two spans named %q", name)
+			found = s
+		}
+	}
+	require.NotNil(t, found, "no span named %q", name)
+	return found
+}
+
+func attrs(kvs []attribute.KeyValue) map[attribute.Key]attribute.Value {
+	out := make(map[attribute.Key]attribute.Value, len(kvs))
+	for _, kv := range kvs {
+		out[kv.Key] = kv.Value
+	}
+	return out
+}
+
+// A handler killed by its deadline and the overrun it causes share one
+// trace; the metrics count the overrun by its dying span, the budget left at
+// dispatch, the recorded events and the scheduler pass that fired it.
+func TestHandlerOverrunMetricsAndTrace(t *testing.T) {
+	f := newFixture(t)
+	s, err := f.w.Start(f.ctx, "s1", t0, watchdog.Policy{WallClock: time.Hour})
+	require.NoError(t, err)
+
+	parentCtx, parent := f.tracer.Start(s.Context(), "agent turn")
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- watchdog.Call(parentCtx, "web_search", 2*time.Second, func(ctx context.Context) error {
+			defer watchdog.Step(ctx, "http_get")()
+			close(started)
+			<-ctx.Done()
+			return context.Cause(ctx)
+		})
+	}()
+	<-started // the deadline is armed and the step marked
+	f.advance(t, 3*time.Second)
+	callErr := <-done
+	require.ErrorIs(t, callErr, watchdog.ErrHandlerDeadlineExceeded)
+	require.NoError(t, f.w.Check(f.ctx)) // the recorder has appended and reported the overrun
+	parent.End()
+
+	evs, err := f.store.Load(f.ctx, "s1")
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	overrun := evs[1]
+	require.Equal(t, watchdog.KindHandlerDeadline, overrun.Kind)
+	require.Equal(t, "http_get", overrun.DyingSpan)
+
+	ms := f.collect(t)
+
+	// The budget left at dispatch.
+	g, ok := ms[otelwatchdog.MetricHandlerDeadlineRemaining].Data.(metricdata.Gauge[float64])
+	require.True(t, ok)
+	require.Len(t, g.DataPoints, 1)
+	assert.Equal(t, 2000.0, g.DataPoints[0].Value)
+	assert.Equal(t, set(otelwatchdog.AttrHandler.String("web_search"), otelwatchdog.AttrLayer.String("handler")),
+		distinct(g.DataPoints[0].Attributes))
+	assert.Equal(t, "ms", ms[otelwatchdog.MetricHandlerDeadlineRemaining].Unit)
+
+	// One overrun, by its dying span; its exemplar points at the handler span.
+	exceeded := sumPoints(t, ms[otelwatchdog.MetricHandlerDeadlineExceeded])
+	require.Len(t, exceeded, 1)
+	dp, ok := exceeded[set(otelwatchdog.AttrHandler.String("web_search"), otelwatchdog.AttrLayer.String("handler"),
+		otelwatchdog.AttrDyingSpan.String("http_get"))]
+	require.True(t, ok, "attributes: %v", exceeded)
+	assert.Equal(t, int64(1), dp.Value)
+
+	// The recorded events, by kind and reason.
+	assert.Equal(t, map[attribute.Distinct]int64{
+		set(otelwatchdog.AttrEventKind.String(watchdog.KindStart)): 1,
+		set(otelwatchdog.AttrEventKind.String(watchdog.KindHandlerDeadline),
+			otelwatchdog.AttrReason.String("handler_deadline_exceeded"),
+			otelwatchdog.AttrRule.String("handler_deadline")): 1,
+	}, eventCounts(t, ms))
+
+	// The scheduler passes (the deadline's, and any re-examination of the
+	// session it caused) were exactly on time: the mock clock stops at
+	// every due instant.
+	h := lateness(t, ms)
+	assert.GreaterOrEqual(t, h.Count, uint64(1))
+	assert.Equal(t, 0.0, h.Sum)
+
+	// The trace: the handler span is a child of the caller's span, ended
+	// with an Error status and the overrun as a span event.
+	ended := f.spans.Ended()
+	require.Len(t, ended, 2)
+	hs := spanNamed(t, ended, "handler web_search")
+	assert.Equal(t, parent.SpanContext().TraceID(), hs.SpanContext().TraceID())
+	assert.Equal(t, parent.SpanContext().SpanID(), hs.Parent().SpanID())
+	assert.Equal(t, codes.Error, hs.Status().Code)
+	assert.Equal(t, callErr.Error(), hs.Status().Description)
+	sa := attrs(hs.Attributes())
+	assert.Equal(t, "s1", sa[otelwatchdog.SpanAttrSessionID].AsString())
+	assert.Equal(t, int64(1), sa[otelwatchdog.SpanAttrWindow].AsInt64())
+	assert.Equal(t, "handler", sa[otelwatchdog.SpanAttrLayer].AsString())
+	assert.Equal(t, "web_search", sa[otelwatchdog.SpanAttrHandler].AsString())
+	assert.Equal(t, 2000.0, sa[otelwatchdog.SpanAttrBudgetMS].AsFloat64())
+	assert.True(t, sa[otelwatchdog.SpanAttrDeadlineExceeded].AsBool())
+	assert.Equal(t, "http_get", sa[otelwatchdog.SpanAttrDyingSpan].AsString())
+
+	require.Len(t, hs.Events(), 1)
+	ev := hs.Events()[0]
+	assert.Equal(t, watchdog.KindHandlerDeadline, ev.Name)
+	ea := attrs(ev.Attributes)
+	assert.Equal(t, overrun.ID, ea[otelwatchdog.SpanAttrEventID].AsString())
+	assert.Equal(t, "http_get", ea[otelwatchdog.SpanAttrDyingSpan].AsString())
+	assert.Equal(t, 2000.0, ea[otelwatchdog.SpanAttrBudgetMS].AsFloat64())
+	assert.Equal(t, 2000.0, ea[otelwatchdog.SpanAttrElapsedMS].AsFloat64())
+	assert.Equal(t, "handler_deadline_exceeded", ea[otelwatchdog.SpanAttrReason].AsString())
+	assert.Equal(t, "handler_deadline", ea[otelwatchdog.SpanAttrRule].AsString())
+	assert.Equal(t, "2026-05-23T09:00:02Z", ea[otelwatchdog.SpanAttrOccurredAt].AsString())
+
+	// The overrun counter's exemplar carries the handler span: the metric
+	// links to the same trace.
+	require.Len(t, dp.Exemplars, 1)
+	assert.Equal(t, hs.SpanContext().TraceID(), trace.TraceID(dp.Exemplars[0].TraceID))
+	assert.Equal(t, hs.SpanContext().SpanID(), trace.SpanID(dp.Exemplars[0].SpanID))
+	// So does the gauge's.
+	require.Len(t, g.DataPoints[0].Exemplars, 1)
+	assert.Equal(t, hs.SpanContext().SpanID(), trace.SpanID(g.DataPoints[0].Exemplars[0].SpanID))
+}
+
+// A handler that ignores its context is abandoned at deadline + grace; the
+// overrun is counted once and the abandonment is an event of its own.
+func TestAbandonedHandler(t *testing.T) {
+	f := newFixture(t)
+	s, err := f.w.Start(f.ctx, "s1", t0, watchdog.Policy{WallClock: time.Hour})
+	require.NoError(t, err)
+
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- watchdog.Call(s.Context(), "shell", time.Second, func(ctx context.Context) error {
+			defer watchdog.Step(ctx, "exec")()
+			close(started)
+			<-release // ignores its context
+			return nil
+		})
+	}()
+	<-started
+	f.advance(t, time.Second+watchdog.DefaultHandlerGrace)
+	require.ErrorIs(t, <-done, watchdog.ErrHandlerDeadlineExceeded)
+	require.NoError(t, f.w.Check(f.ctx))
+
+	ms := f.collect(t)
+	exceeded := sumPoints(t, ms[otelwatchdog.MetricHandlerDeadlineExceeded])
+	assert.Equal(t, int64(1), exceeded[set(otelwatchdog.AttrHandler.String("shell"),
+		otelwatchdog.AttrLayer.String("handler"), otelwatchdog.AttrDyingSpan.String("exec"))].Value)
+	assert.Len(t, exceeded, 1)
+	ec := eventCounts(t, ms)
+	assert.Equal(t, int64(1), ec[set(otelwatchdog.AttrEventKind.String(watchdog.KindHandlerDeadline),
+		otelwatchdog.AttrReason.String("handler_deadline_exceeded"), otelwatchdog.AttrRule.String("handler_deadline"))])
+	assert.Equal(t, int64(1), ec[set(otelwatchdog.AttrEventKind.String(watchdog.KindHandlerAbandoned),
+		otelwatchdog.AttrReason.String("handler_deadline_exceeded"))])
+	// At least two passes: the deadline, then the end of the grace period.
+	h := lateness(t, ms)
+	assert.GreaterOrEqual(t, h.Count, uint64(2))
+	assert.Equal(t, 0.0, h.Sum)
+
+	ended := f.spans.Ended()
+	require.Len(t, ended, 1)
+	assert.Equal(t, codes.Error, ended[0].Status().Code)
+	require.Len(t, ended[0].Events(), 1)
+	assert.Equal(t, "exec", attrs(ended[0].Events()[0].Attributes)[otelwatchdog.SpanAttrDyingSpan].AsString())
+}
+
+// The wall clock's decision and cancel are counted with their reason.
+func TestWallClockCancelCounters(t *testing.T) {
+	f := newFixture(t)
+	s, err := f.w.Start(f.ctx, "s1", t0, watchdog.Policy{WallClock: 10 * time.Second})
+	require.NoError(t, err)
+	f.advance(t, 11*time.Second)
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
+
+	ms := f.collect(t)
+	kind := otelwatchdog.AttrEventKind.String
+	reason := otelwatchdog.AttrReason.String("wall_clock_exceeded")
+	rule := otelwatchdog.AttrRule.String(watchdog.RuleWallClock)
+	hardStop := otelwatchdog.AttrVerdict.String(watchdog.VerdictHardStop)
+	act := otelwatchdog.AttrMode.String(string(watchdog.ModeAct))
+	assert.Equal(t, map[attribute.Distinct]int64{
+		set(kind(watchdog.KindStart)):                                 1,
+		set(kind(watchdog.KindDecision), reason, rule, hardStop, act): 1,
+		set(kind(watchdog.KindCancel), reason, rule, hardStop):        1,
+	}, eventCounts(t, ms))
+	h := lateness(t, ms)
+	assert.GreaterOrEqual(t, h.Count, uint64(1))
+	assert.Equal(t, 0.0, h.Sum)
+	assert.Equal(t, []float64{0, 0.1, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}, h.Bounds)
+	// No deadline layer ran: no gauge, no overrun, no span.
+	assert.NotContains(t, ms, otelwatchdog.MetricHandlerDeadlineRemaining)
+	assert.NotContains(t, ms, otelwatchdog.MetricHandlerDeadlineExceeded)
+	assert.Empty(t, f.spans.Ended())
+}
+
+// Nested layers nest their spans; a layer that returns in time records its
+// budget but no overrun, and its span ends with an unset status (or Error
+// when it fails).
+func TestNestedLayersInTime(t *testing.T) {
+	f := newFixture(t)
+	s, err := f.w.Start(f.ctx, "s1", t0, watchdog.Policy{WallClock: time.Hour})
+	require.NoError(t, err)
+
+	errBoom := errors.New("boom")
+	err = watchdog.Within(s.Context(), watchdog.LayerPhase, "plan", time.Minute, func(ctx context.Context) error {
+		require.NoError(t, watchdog.Call(ctx, "read_file", 500*time.Millisecond, func(context.Context) error { return nil }))
+		return watchdog.Call(ctx, "write_file", 1500*time.Millisecond, func(context.Context) error { return errBoom })
+	})
+	require.ErrorIs(t, err, errBoom)
+	require.NoError(t, f.w.Check(f.ctx))
+
+	ms := f.collect(t)
+	g, ok := ms[otelwatchdog.MetricHandlerDeadlineRemaining].Data.(metricdata.Gauge[float64])
+	require.True(t, ok)
+	got := make(map[attribute.Distinct]float64)
+	for _, dp := range g.DataPoints {
+		got[distinct(dp.Attributes)] = dp.Value
+	}
+	handler, layer := otelwatchdog.AttrHandler.String, otelwatchdog.AttrLayer.String
+	assert.Equal(t, map[attribute.Distinct]float64{
+		set(handler("plan"), layer("phase")):         60000,
+		set(handler("read_file"), layer("handler")):  500,
+		set(handler("write_file"), layer("handler")): 1500,
+	}, got)
+	assert.NotContains(t, ms, otelwatchdog.MetricHandlerDeadlineExceeded)
+
+	ended := f.spans.Ended()
+	require.Len(t, ended, 3)
+	phase := spanNamed(t, ended, "phase plan")
+	read := spanNamed(t, ended, "handler read_file")
+	write := spanNamed(t, ended, "handler write_file")
+	assert.False(t, phase.Parent().IsValid(), "the phase span is a root: the session context has no span")
+	for _, hs := range []sdktrace.ReadOnlySpan{read, write} {
+		assert.Equal(t, phase.SpanContext().TraceID(), hs.SpanContext().TraceID())
+		assert.Equal(t, phase.SpanContext().SpanID(), hs.Parent().SpanID())
+		assert.Empty(t, hs.Events())
+	}
+	assert.Equal(t, codes.Unset, read.Status().Code)
+	assert.Equal(t, codes.Error, write.Status().Code)
+	assert.Equal(t, "boom", write.Status().Description)
+	assert.Equal(t, codes.Error, phase.Status().Code)
+}
+
+// The Observer is safe for concurrent use: many handlers on many sessions
+// (run with -race).
+func TestConcurrentHandlers(t *testing.T) {
+	f := newFixture(t)
+	const sessions, calls = 8, 50
+	errs := make(chan error, sessions)
+	for i := range sessions {
+		s, err := f.w.Start(f.ctx, "s"+string(rune('a'+i)), t0, watchdog.Policy{WallClock: time.Hour})
+		require.NoError(t, err)
+		go func() {
+			for range calls {
+				if err := watchdog.Call(s.Context(), "tool", time.Second, func(context.Context) error { return nil }); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range sessions {
+		require.NoError(t, <-errs)
+	}
+	require.NoError(t, f.w.Check(f.ctx))
+	assert.Len(t, f.spans.Ended(), sessions*calls)
+	ec := eventCounts(t, f.collect(t))
+	assert.Equal(t, int64(sessions), ec[set(otelwatchdog.AttrEventKind.String(watchdog.KindStart))])
+}
+
+// Lateness is recorded in fractional milliseconds into the configured
+// buckets.
+func TestLatenessBuckets(t *testing.T) {
+	f := newFixture(t, otelwatchdog.WithLatenessBuckets(1, 10))
+	f.obs.OnSchedulerTick(2500 * time.Microsecond)
+	f.obs.OnSchedulerTick(20 * time.Millisecond)
+	h := lateness(t, f.collect(t))
+	assert.Equal(t, []float64{1, 10}, h.Bounds)
+	assert.Equal(t, []uint64{0, 1, 1}, h.BucketCounts)
+	assert.Equal(t, uint64(2), h.Count)
+	assert.Equal(t, 22.5, h.Sum)
+	maxV, ok := h.Max.Value()
+	assert.True(t, ok)
+	assert.Equal(t, 20.0, maxV)
+}
+
+// Without options, New uses the global providers (no-op by default) and its
+// hooks work; a nil option is ignored.
+func TestNewDefaults(t *testing.T) {
+	obs, err := otelwatchdog.New(nil, otelwatchdog.WithMeterProvider(nil), otelwatchdog.WithTracerProvider(nil))
+	require.NoError(t, err)
+	require.NotNil(t, obs.OnEvent)
+	require.NotNil(t, obs.OnHandlerStart)
+	require.NotNil(t, obs.OnHandlerEnd)
+	require.NotNil(t, obs.OnSchedulerTick)
+	ctx := obs.OnHandlerStart(context.Background(), watchdog.LayerHandler, "h", time.Second)
+	require.NotNil(t, ctx)
+	obs.OnHandlerEnd(ctx, watchdog.LayerHandler, "h", watchdog.ErrHandlerDeadlineExceeded, &watchdog.Event{Kind: watchdog.KindHandlerDeadline})
+	obs.OnSchedulerTick(time.Millisecond)
+	obs.OnEvent(watchdog.Event{Kind: watchdog.KindStart})
+	// OnHandlerEnd with a context it did not start ends no span.
+	obs.OnHandlerEnd(context.Background(), watchdog.LayerHandler, "h", nil, nil)
+}

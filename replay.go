@@ -1,0 +1,181 @@
+package watchdog
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sessionwatchdog/watchdog/internal/decide"
+)
+
+// Mismatch is a recorded verdict that the decision, fed only the inputs
+// recorded with it, does not re-derive; or an outcome that links no decision.
+type Mismatch struct {
+	Seq       uint64
+	EventID   string
+	SessionID string
+	Kind      string
+	// Recorded is what the log says; Derived is what the decision says.
+	Recorded string
+	Derived  string
+}
+
+// String describes the mismatch on one line.
+func (m Mismatch) String() string {
+	return fmt.Sprintf("seq %d event %s (%s, session %q): recorded %s, re-derived %s",
+		m.Seq, m.EventID, m.Kind, m.SessionID, m.Recorded, m.Derived)
+}
+
+// Replay re-derives every recorded verdict of a log from the recorded events
+// alone and returns the ones that do not match, so an audit or a
+// deterministic-simulation run can prove the log is self-consistent. events
+// is a log in append order (for example a store's Load, or a JSON Lines file
+// decoded event by event); sessions may be interleaved.
+//
+// Each verdict and decision event carries its inputs (the session's start,
+// the window's start, the instant from which idleness counts, the evidence
+// summary, the child wait, handlers in flight, the waiting state, the settle
+// count), and the session's policy is recorded on its start and resume
+// events; Replay feeds them to the same pure decision the Watchdog uses, at
+// the event's occurred_at, and compares the verdict, rule, active channel,
+// settle count and measure. It also checks that every outcome (cancel,
+// superseded, action_failed, attempt_cancelled) links a decision of its
+// session, and that deadline and wait-timeout events fired at or after their
+// limit. The error is for a log Replay cannot read (a verdict of a session
+// whose policy was never recorded is a Mismatch, not an error).
+func Replay(events []Event) ([]Mismatch, error) {
+	type key struct {
+		id     string
+		window int
+	}
+	policies := map[string]decide.Limits{}
+	channels := map[string][]string{}
+	advised := map[key]decide.RuleSet{}
+	decisions := map[string]Event{}
+	var out []Mismatch
+	bad := func(e Event, recorded, derived string) {
+		out = append(out, Mismatch{Seq: e.Seq, EventID: e.ID, SessionID: e.AggregateID, Kind: e.Kind, Recorded: recorded, Derived: derived})
+	}
+	for i, e := range events {
+		if e.AggregateID == "" || e.Kind == "" {
+			return out, fmt.Errorf("%w: replay: event %d (%s) has no aggregate_id or event_kind", ErrInvalidEvent, i, e.ID)
+		}
+		k := key{e.AggregateID, e.Window}
+		switch e.Kind {
+		case KindStart, KindResume:
+			if e.Policy != nil {
+				if err := e.Policy.Validate(); err != nil {
+					bad(e, "policy "+err.Error(), "a valid policy")
+					continue
+				}
+				policies[e.AggregateID] = e.Policy.limits()
+				channels[e.AggregateID] = e.Policy.Channels
+			}
+		case KindVerdict, KindDecision:
+			l, ok := policies[e.AggregateID]
+			if !ok {
+				bad(e, "a verdict", "no policy recorded for the session before it")
+				continue
+			}
+			sn, err := replaySnapshot(e)
+			if err != nil {
+				bad(e, "evidence "+err.Error(), "readable evidence")
+				continue
+			}
+			sn.State.Advised = advised[k].Without(decide.RuleIdle)
+			if e.Kind == KindVerdict && e.SettleCount > 0 {
+				sn.State.StaleChecks = e.SettleCount - 1
+			}
+			if e.Kind == KindDecision && e.Rule == RuleIdle {
+				sn.State.StaleChecks = l.SettleChecks - 1
+			}
+			v := decide.Decide(l, sn, e.OccurredAt)
+			got := describe(v, channels[e.AggregateID])
+			if e.Kind == KindVerdict {
+				want := fmt.Sprintf("CONTINUE rule=%s active=%s settle=%d", e.Rule, e.ActiveChannel, e.SettleCount)
+				if got != want {
+					bad(e, want, got)
+				}
+				continue
+			}
+			decisions[e.ID] = e
+			action := "act"
+			if e.Mode == ModeShadow {
+				action = "shadow"
+			}
+			want := fmt.Sprintf("HARD_STOP %s rule=%s measure=%.9f", action, e.Rule, e.MeasureSeconds)
+			if got != want {
+				bad(e, want, got)
+			}
+			if e.Mode == ModeShadow && e.Rule != RuleIdle {
+				if r, ok := ruleByName[e.Rule]; ok {
+					advised[k] = advised[k].With(r)
+				}
+			}
+		case KindCancel, KindSuperseded, KindActionFailed, KindAttemptCancelled:
+			if e.Kind == KindCancel && e.DecidedByDecisionID == "" {
+				continue // a stop-like cancel written by another tool: nothing to check
+			}
+			d, ok := decisions[e.DecidedByDecisionID]
+			switch {
+			case !ok:
+				bad(e, "decided_by_decision_id="+e.DecidedByDecisionID, "no such decision earlier in the log")
+			case d.AggregateID != e.AggregateID || d.Window != e.Window || d.Rule != e.Rule:
+				bad(e, fmt.Sprintf("session %q window %d rule %s", e.AggregateID, e.Window, e.Rule),
+					fmt.Sprintf("decision of session %q window %d rule %s", d.AggregateID, d.Window, d.Rule))
+			case d.Mode == ModeShadow:
+				bad(e, "an outcome", "a shadow decision, which never acts")
+			}
+		case KindHandlerDeadline, KindWaitTimeout:
+			if e.MeasureSeconds < e.LimitSeconds {
+				bad(e, fmt.Sprintf("fired after %.9fs", e.MeasureSeconds), fmt.Sprintf("not due before %.9fs", e.LimitSeconds))
+			}
+		}
+	}
+	return out, nil
+}
+
+// replaySnapshot rebuilds the decision's input from a verdict event.
+func replaySnapshot(e Event) (decide.Snapshot, error) {
+	chs := make([]decide.Channel, len(e.EvidenceSummary))
+	for i, x := range e.EvidenceSummary {
+		chs[i] = decide.Channel{Last: decide.Never, Count: x.Counter}
+		if x.LastAt != nil {
+			chs[i].Last = x.LastAt.UnixNano()
+		}
+	}
+	if math.IsNaN(e.ChildrenWaitSeconds) || e.ChildrenWaitSeconds < 0 {
+		return decide.Snapshot{}, fmt.Errorf("children_wait_seconds %v", e.ChildrenWaitSeconds)
+	}
+	return decide.Snapshot{
+		SessionStartedAt: e.SessionStartedAt,
+		WindowStartedAt:  e.WindowStartedAt,
+		ObservedSince:    e.ObservedSince,
+		Channels:         chs,
+		ChildWait:        secondsDuration(e.ChildrenWaitSeconds),
+		BoundedWork:      e.HandlersInFlight,
+		BoundedUntil:     e.OccurredAt.Add(time.Nanosecond),
+		Waiting:          e.Waiting,
+	}, nil
+}
+
+// describe renders a verdict the way Replay compares it.
+func describe(v decide.Verdict, extra []string) string {
+	switch v.Action {
+	case decide.Act, decide.Advise:
+		action := "act"
+		if v.Action == decide.Advise {
+			action = "shadow"
+		}
+		return fmt.Sprintf("HARD_STOP %s rule=%s measure=%.9f", action, ruleNames[v.Rule], v.Elapsed.Seconds())
+	}
+	if !v.Record {
+		return "CONTINUE (nothing due)"
+	}
+	s := &Session{channels: extra}
+	settle := 0
+	if !v.Deferred {
+		settle = v.State.StaleChecks
+	}
+	return fmt.Sprintf("CONTINUE rule=%s active=%s settle=%d", ruleNames[v.Rule], activeName(s, v.ActiveChannel), settle)
+}
