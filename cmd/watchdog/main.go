@@ -4,6 +4,7 @@
 //	watchdog inspect events.jsonl                  # a timeline per session
 //	watchdog inspect --json events.jsonl           # the same, for machines
 //	watchdog inspect --html report.html events.jsonl
+//	watchdog verify events.jsonl                   # replay: exit 1 on a mismatch
 //
 // Run "watchdog help" for the commands, flags and exit codes.
 package main

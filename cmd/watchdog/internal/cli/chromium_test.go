@@ -80,8 +80,8 @@ func TestHTMLRendersInHeadlessChromium(t *testing.T) {
 		}
 	}
 	// The page's script ran: it counts the markers it made clickable.
-	if m := regexp.MustCompile(`data-ready="(\d+)"`).FindStringSubmatch(dom); m == nil || m[1] != "19" {
-		t.Errorf("the page's script did not run over the 19 markers: %v", m)
+	if m := regexp.MustCompile(`data-ready="(\d+)"`).FindStringSubmatch(dom); m == nil || m[1] != "20" {
+		t.Errorf("the page's script did not run over the 20 markers: %v", m)
 	}
 
 	shot := filepath.Join(dir, "report.png")

@@ -12,8 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/eventlog"
 	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/inspect"
+	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/verify"
 )
 
 // Exit codes of the watchdog command.
@@ -36,6 +38,8 @@ Usage:
 Commands:
   inspect   show each session's timeline: starts, resumes, verdicts with the
             channel that justified waiting, decisions, actions, outcomes, stops
+  verify    re-derive every recorded verdict from the log (replay); exit 1 on
+            a mismatch, for CI pipelines
   help      show help for a command: watchdog help inspect
 
 An event log is JSON Lines: one event per line, as the watchdog file store
@@ -50,6 +54,34 @@ Examples:
   watchdog inspect events.jsonl
   watchdog inspect --session agent-42 --kind verdict,decision events.jsonl
   watchdog inspect --html report.html events.jsonl
+  watchdog verify events.jsonl || echo "the log does not check out"
+`
+
+const verifyUsage = `Usage: watchdog verify [flags] FILE.jsonl
+
+Re-derives every recorded verdict and decision from the inputs recorded with
+it (the session's policy on its start or resume event, the evidence summary,
+the window's and session's starts, the settle count), with the same pure
+decision the watchdog uses, and checks that every outcome (cancel,
+superseded, action_failed, attempt_cancelled) links a decision of its
+session and that deadline and wait-timeout events fired at or after their
+limit. This is watchdog.Replay. A log is self-consistent when nothing
+mismatches: nobody edited a verdict, and the version that wrote it decided
+as this one does.
+
+FILE is a JSON Lines event log; "-" reads standard input.
+
+Exit codes:
+  0  every verdict checks out
+  1  at least one mismatch (each is printed: seq, event, recorded, re-derived)
+  2  usage error, or a log that cannot be read (missing file, corrupt line)
+
+Flags:
+%s
+Examples:
+  watchdog verify events.jsonl
+  watchdog verify --session agent-42 events.jsonl
+  watchdog verify --json events.jsonl | jq '.mismatches[]'
 `
 
 const inspectUsage = `Usage: watchdog inspect [flags] FILE.jsonl
@@ -85,9 +117,14 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "inspect":
 		return runInspect(rest, stdin, stdout, stderr)
+	case "verify":
+		return runVerify(rest, stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && rest[0] == "inspect" {
 			return runInspect([]string{"--help"}, stdin, stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "verify" {
+			return runVerify([]string{"--help"}, stdin, stdout, stderr)
 		}
 		if len(rest) > 0 {
 			fmt.Fprintf(stderr, "watchdog help: unknown command %q\n", rest[0])
@@ -187,6 +224,53 @@ func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "watchdog inspect: write output: %v\n", err)
 		return ExitUsage
+	}
+	return ExitOK
+}
+
+func runVerify(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("watchdog verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		sessions listFlag
+		asJSON   bool
+	)
+	fs.Var(&sessions, "session", "verify only this session id (repeatable, or comma-separated)")
+	fs.BoolVar(&asJSON, "json", false, "write the result as JSON to standard output")
+	pos, code, ok := parse(fs, args, verifyUsage, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "watchdog verify: want exactly one event log (FILE.jsonl or -), got %d arguments\n", len(pos))
+		fmt.Fprintln(stderr, "run 'watchdog help verify' for usage")
+		return ExitUsage
+	}
+	events, err := eventlog.ReadFile(pos[0], stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "watchdog verify: %v\n", err)
+		return ExitUsage
+	}
+	name := pos[0]
+	if name == "-" {
+		name = "<stdin>"
+	}
+	res, err := verify.Run(name, events, sessions, watchdog.Replay)
+	if err != nil {
+		fmt.Fprintf(stderr, "watchdog verify: %v\n", err)
+		return ExitUsage
+	}
+	if asJSON {
+		err = verify.WriteJSON(stdout, res)
+	} else {
+		err = verify.WriteText(stdout, res)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "watchdog verify: write output: %v\n", err)
+		return ExitUsage
+	}
+	if !res.OK() {
+		return ExitMismatch
 	}
 	return ExitOK
 }

@@ -73,7 +73,7 @@ func TestInspectShowsWhatAPostMortemNeeds(t *testing.T) {
 		"channel ages: stdout 10s, mcp_tool* 0s, subagent never, workspace 4s",
 		"stale 1/3", "stale 2/3",
 		"DECISION act", "HARD_STOP by rule idle: no_output_deadline",
-		"decided by wd1-13",
+		"decided by wd1-15",
 		"deadline handler", `handler "tool:web_search" overran`, `dying span "fetch results page"`,
 		"wait_timeout", "generation 1",
 		"DECISION shadow", "shadow: advice only",
@@ -185,5 +185,71 @@ func TestInspectHTMLWritesAFile(t *testing.T) {
 	}
 	if !bytes.HasPrefix(b, []byte("<!DOCTYPE html>")) || !bytes.Contains(b, []byte(`data-session="agent-42"`)) {
 		t.Errorf("not the page: %.200s", b)
+	}
+}
+
+func TestVerify(t *testing.T) {
+	log, err := os.ReadFile(data + "/sessions.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := run(t, "", "verify", data+"/sessions.jsonl")
+	if code != ExitOK || errs != "" || !strings.Contains(out, "sessions.jsonl: ok (4 sessions, 20 events, 12 verdicts and outcomes checked)") {
+		t.Errorf("clean log: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	code, out, _ = run(t, "", "verify", data+"/actions.jsonl")
+	if code != ExitOK {
+		t.Errorf("actions log: exit %d: %s", code, out)
+	}
+
+	// A verdict edited after the fact: the CONTINUE claims workspace kept
+	// the session alive, but the evidence it recorded says mcp_tool did.
+	tampered := strings.Replace(string(log), `"active_channel":"mcp_tool"`, `"active_channel":"workspace"`, 1)
+	code, out, _ = run(t, tampered, "verify", "-")
+	if code != ExitMismatch {
+		t.Fatalf("tampered log: exit %d, want %d:\n%s", code, ExitMismatch, out)
+	}
+	for _, want := range []string{"<stdin>: MISMATCH seq 8 event wd1-8", "recorded CONTINUE rule=idle active=workspace", "re-derived CONTINUE rule=idle active=mcp_tool", "FAIL: 1 mismatches"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+
+	// A decision whose outcome links nothing.
+	orphan := strings.Replace(string(log), `"decided_by_decision_id":"wd1-15"`, `"decided_by_decision_id":"wd1-999"`, 1)
+	code, out, _ = run(t, orphan, "verify", "--json", "-")
+	var res struct {
+		Mismatches []struct {
+			EventID string `json:"event_id"`
+			Derived string `json:"derived"`
+		} `json:"mismatches"`
+	}
+	if code != ExitMismatch || json.Unmarshal([]byte(out), &res) != nil || len(res.Mismatches) != 1 || res.Mismatches[0].Derived != "no such decision earlier in the log" {
+		t.Errorf("orphan outcome: exit %d:\n%s", code, out)
+	}
+
+	// Only whole sessions can be selected.
+	code, out, _ = run(t, tampered, "verify", "--session", "pipeline-7,shadow-3", "-")
+	if code != ExitOK || !strings.Contains(out, "ok (2 sessions") {
+		t.Errorf("--session: exit %d:\n%s", code, out)
+	}
+
+	for _, tt := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"verify", data + "/corrupt.jsonl"}, ExitUsage, data + "/corrupt.jsonl:3: invalid event JSON"},
+		{[]string{"verify"}, ExitUsage, "want exactly one event log"},
+		{[]string{"verify", "--kind", "x", data + "/sessions.jsonl"}, ExitUsage, "flag provided but not defined: -kind"},
+	} {
+		if code, _, errs := run(t, "", tt.args...); code != tt.code || !strings.Contains(errs, tt.stderr) {
+			t.Errorf("%q: exit %d, stderr %q; want %d with %q", tt.args, code, errs, tt.code, tt.stderr)
+		}
+	}
+	for _, args := range [][]string{{"verify", "--help"}, {"help", "verify"}} {
+		if code, out, _ := run(t, "", args...); code != ExitOK || !strings.Contains(out, "at least one mismatch") {
+			t.Errorf("%q: exit %d:\n%s", args, code, out)
+		}
 	}
 }

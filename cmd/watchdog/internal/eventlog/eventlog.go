@@ -49,8 +49,9 @@ func ReadFile(path string, stdin io.Reader) ([]watchdog.Event, error) {
 }
 
 // Read decodes every line of r, in order. name is used in errors. An empty
-// input is an empty log. Each line must be a JSON object with a non-empty
-// event_id, aggregate_id and event_kind and a window of at least 1, and no
+// input is an empty log. Each line must be a JSON object that passes
+// watchdog.Event.Validate, the stores' own check (a non-empty, valid UTF-8
+// event_id, aggregate_id and event_kind, and a window of at least 1), and no
 // event_id may appear twice. A last line without its newline (a writer that
 // died mid-append) is accepted only if it is a complete, valid event.
 func Read(r io.Reader, name string) ([]watchdog.Event, error) {
@@ -125,15 +126,8 @@ func decode(line []byte) (watchdog.Event, error) {
 	if err := json.Unmarshal(trimmed, &e); err != nil {
 		return watchdog.Event{}, fmt.Errorf("invalid event JSON: %v", err)
 	}
-	switch {
-	case e.ID == "":
-		return e, errors.New("event has no event_id")
-	case e.AggregateID == "":
-		return e, fmt.Errorf("event %s has no aggregate_id", e.ID)
-	case e.Kind == "":
-		return e, fmt.Errorf("event %s has no event_kind", e.ID)
-	case e.Window < 1:
-		return e, fmt.Errorf("event %s has window %d, want >= 1", e.ID, e.Window)
+	if err := e.Validate(); err != nil {
+		return e, err
 	}
 	return e, nil
 }

@@ -48,7 +48,7 @@ func TestTimelinesOfAGeneratedLog(t *testing.T) {
 	}
 	for id, want := range map[string][]string{
 		"pipeline-7": {"start", "DECISION act", "cancel", "resume", "stop"},
-		"agent-42":   {"start", "CONTINUE", "deadline handler", "CONTINUE", "stale 1/3", "stale 2/3", "DECISION act", "cancel"},
+		"agent-42":   {"start", "CONTINUE", "deadline handler", "CONTINUE", "CONTINUE", "stale 1/3", "stale 2/3", "DECISION act", "cancel"},
 		"shadow-3":   {"start", "DECISION shadow", "stop"},
 		"waiter-5":   {"start", "wait_timeout", "stop"},
 	} {
@@ -76,7 +76,7 @@ func TestTimelinesOfAGeneratedLog(t *testing.T) {
 			t.Errorf("overrun summary %q lacks %q", overrun.Summary, want)
 		}
 	}
-	dec, cancel := agent.Timeline[6], agent.Timeline[7]
+	dec, cancel := agent.Timeline[7], agent.Timeline[8]
 	if !strings.Contains(cancel.Summary, "decided by "+dec.Event.ID) {
 		t.Errorf("cancel does not link its decision %s: %s", dec.Event.ID, cancel.Summary)
 	}
@@ -171,19 +171,19 @@ func TestFilter(t *testing.T) {
 		f                Filter
 		sessions, events int
 	}{
-		{"all", Filter{}, 4, 19},
-		{"one session", Filter{Sessions: []string{"agent-42"}}, 1, 8},
-		{"two sessions", Filter{Sessions: []string{"agent-42", "shadow-3"}}, 2, 11},
+		{"all", Filter{}, 4, 20},
+		{"one session", Filter{Sessions: []string{"agent-42"}}, 1, 9},
+		{"two sessions", Filter{Sessions: []string{"agent-42", "shadow-3"}}, 2, 12},
 		{"unknown session", Filter{Sessions: []string{"nope"}}, 0, 0},
 		{"short kind", Filter{Kinds: []string{"cancel"}}, 2, 2},
 		{"full kind", Filter{Kinds: []string{watchdog.KindDecision}}, 3, 3},
 		{"new kind by its last part", Filter{Kinds: []string{"deadline_exceeded"}}, 1, 1},
-		{"kind and session", Filter{Kinds: []string{"verdict", "decision"}, Sessions: []string{"agent-42"}}, 1, 5},
+		{"kind and session", Filter{Kinds: []string{"verdict", "decision"}, Sessions: []string{"agent-42"}}, 1, 6},
 		{"a part of a kind is no kind", Filter{Kinds: []string{"cel"}}, 0, 0},
 		{"since", Filter{Since: at("2026-05-23T09:00:21Z")}, 4, 8},
 		{"until is inclusive", Filter{Until: at("2026-05-23T09:00:00Z")}, 4, 4},
-		{"range", Filter{Since: at("2026-05-23T09:00:11Z"), Until: at("2026-05-23T09:00:20Z")}, 1, 3},
-		{"wider range", Filter{Since: at("2026-05-23T09:00:11Z"), Until: at("2026-05-23T09:00:20.5Z")}, 2, 4},
+		{"range", Filter{Since: at("2026-05-23T09:00:11Z"), Until: at("2026-05-23T09:00:20Z")}, 1, 4},
+		{"wider range", Filter{Since: at("2026-05-23T09:00:11Z"), Until: at("2026-05-23T09:00:20.5Z")}, 2, 5},
 	} {
 		if s, e := count(tt.f); s != tt.sessions || e != tt.events {
 			t.Errorf("%s: %d sessions, %d events; want %d, %d", tt.name, s, e, tt.sessions, tt.events)
@@ -209,8 +209,8 @@ func TestJSONCarriesTheWholeEvent(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &out); err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Sessions) != 1 || out.Sessions[0].ID != "agent-42" || len(out.Sessions[0].Timeline) != 8 {
-		t.Fatalf("got %+v", out)
+	if len(out.Sessions) != 1 || out.Sessions[0].ID != "agent-42" || len(out.Sessions[0].Timeline) != 9 {
+		t.Fatalf("got %d sessions, want agent-42 with 9 events", len(out.Sessions))
 	}
 	var e watchdog.Event
 	if err := json.Unmarshal(out.Sessions[0].Timeline[2].Event, &e); err != nil {
