@@ -69,14 +69,15 @@ limit. This is watchdog.Replay. A log is self-consistent when nothing
 mismatches: nobody edited a verdict, and the version that wrote it decided
 as this one does.
 
-FILE is a JSON Lines event log; "-" reads standard input.
+FILE is a JSON Lines event log; "-" reads standard input. Only whole
+sessions can be selected: a verdict needs its session's start event.
 
 Exit codes:
   0  every verdict checks out
   1  at least one mismatch (each is printed: seq, event, recorded, re-derived)
   2  usage error, or a log that cannot be read (missing file, corrupt line)
 
-Flags:
+Flags (-flag or --flag, before or after FILE; "--" ends them):
 %s
 Examples:
   watchdog verify events.jsonl
@@ -97,7 +98,7 @@ evidence; "*" marks the active channel.
 FILE is a JSON Lines event log; "-" reads standard input. A line that is
 not a valid event is an error naming the file and line (exit code 2).
 
-Flags:
+Flags (-flag or --flag, before or after FILE; "--" ends them):
 %s
 Examples:
   watchdog inspect events.jsonl
@@ -180,10 +181,10 @@ func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		asJSON          bool
 		htmlOut         string
 	)
-	fs.Var(&sessions, "session", "show only this session id (repeatable, or comma-separated)")
-	fs.Var(&kinds, "kind", "show only this event kind: full (runtime.watchdog.cancel) or short (cancel);\nrepeatable, or comma-separated")
-	fs.Var(&since, "since", "show only events that occurred at or after this RFC 3339 time")
-	fs.Var(&until, "until", "show only events that occurred at or before this RFC 3339 time")
+	fs.Var(&sessions, "session", "show only this session `id` (repeatable, or comma-separated)")
+	fs.Var(&kinds, "kind", "show only this event `kind`: full (runtime.watchdog.cancel) or short (cancel);\nrepeatable, or comma-separated")
+	fs.Var(&since, "since", "show only events that occurred at or after this RFC 3339 `time`")
+	fs.Var(&until, "until", "show only events that occurred at or before this RFC 3339 `time`")
 	fs.BoolVar(&asJSON, "json", false, "write the timelines as JSON to standard output")
 	fs.StringVar(&htmlOut, "html", "", "write one self-contained HTML page with a chart per session to this `file`")
 	pos, code, ok := parse(fs, args, inspectUsage, stdout, stderr)
@@ -235,7 +236,7 @@ func runVerify(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		sessions listFlag
 		asJSON   bool
 	)
-	fs.Var(&sessions, "session", "verify only this session id (repeatable, or comma-separated)")
+	fs.Var(&sessions, "session", "verify only this session `id` (repeatable, or comma-separated)")
 	fs.BoolVar(&asJSON, "json", false, "write the result as JSON to standard output")
 	pos, code, ok := parse(fs, args, verifyUsage, stdout, stderr)
 	if !ok {

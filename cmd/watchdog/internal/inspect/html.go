@@ -210,6 +210,15 @@ func chartOf(idx int, s Session) htmlSession {
 			winOrder = append(winOrder, e.Window)
 		}
 		wv.budget = math.Max(wv.budget, e.ConfiguredBudgetSeconds)
+		if e.Policy != nil && e.Policy.SessionCeiling > 0 && !e.SessionStartedAt.IsZero() {
+			at := e.SessionStartedAt.Add(e.Policy.SessionCeiling)
+			key := at.String()
+			if !ceilings[key] && inDomain(at) {
+				ceilings[key] = true
+				h.Lines = append(h.Lines, vline{X: x(at), Y1: axisHeight, Y2: bottom, Class: "ceiling",
+					Title: "session ceiling " + e.Policy.SessionCeiling.String() + " (policy) at " + stamp(at), Label: "session ceiling"})
+			}
+		}
 		if e.Rule == watchdog.RuleSessionCeiling && e.LimitSeconds > 0 && !e.SessionStartedAt.IsZero() {
 			at := e.SessionStartedAt.Add(dur(e.LimitSeconds))
 			key := at.String()

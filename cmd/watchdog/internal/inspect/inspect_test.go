@@ -316,3 +316,24 @@ func FuzzRender(f *testing.F) {
 		}
 	})
 }
+
+// The session ceiling is drawn from the policy recorded on the start event,
+// or from a verdict of the session_ceiling rule.
+func TestHTMLDrawsTheSessionCeiling(t *testing.T) {
+	t0 := time.Date(2026, 5, 23, 9, 0, 0, 0, time.UTC)
+	p := watchdog.Policy{WallClock: time.Minute, SessionCeiling: 90 * time.Second}
+	evs := []watchdog.Event{
+		{ID: "1", AggregateID: "s", Kind: watchdog.KindStart, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0, ConfiguredBudgetSeconds: 60, Policy: &p},
+		{ID: "2", AggregateID: "s", Kind: watchdog.KindStop, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0.Add(100 * time.Second)},
+	}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, Build(evs, Filter{}), "x"); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(buf.String(), `class="ceiling"`); n != 1 {
+		t.Errorf("%d ceiling lines, want 1", n)
+	}
+	if !strings.Contains(buf.String(), "session ceiling 1m30s (policy) at 2026-05-23T09:01:30.000Z") {
+		t.Error("the ceiling line does not say where it comes from")
+	}
+}
