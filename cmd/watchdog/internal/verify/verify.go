@@ -33,6 +33,7 @@ type Result struct {
 
 // Mismatch is one event that does not check out.
 type Mismatch struct {
+	// Seq, EventID, SessionID and Kind identify the event.
 	Seq       uint64 `json:"seq"`
 	EventID   string `json:"event_id"`
 	SessionID string `json:"session_id"`
