@@ -621,9 +621,16 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 			}
 			return res, err
 		}
+		// Time the retry from the verdict's instant, not from when this
+		// goroutine got here, so that a fake clock gives the same log and
+		// the same schedule on every run.
+		failedAt := v.FiredAt
+		if failedAt.IsZero() {
+			failedAt = w.clock.Now()
+		}
 		budgetN := s.recoveryBudget
 		if retries >= budgetN {
-			e := w.event(s, KindRecoveryBudgetExceeded, w.clock.Now())
+			e := w.event(s, KindRecoveryBudgetExceeded, failedAt)
 			e.Phase, e.Attempt, e.Reason, e.StopReasonCode = name, attempt, v.Reason, StopRecoveryBudgetExceeded
 			w.rec.enqueue(e)
 			res.StopReasonCode = StopRecoveryBudgetExceeded
@@ -631,13 +638,13 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		}
 		retries++
 		backoff := s.recoveryBackoff << min(retries-1, 20)
-		e := w.event(s, KindRetry, w.clock.Now())
+		e := w.event(s, KindRetry, failedAt)
 		e.Phase, e.Attempt, e.Reason = name, attempt+1, v.Reason
 		e.LimitSeconds = backoff.Seconds()
 		w.rec.enqueue(e)
 		w.log.Info("watchdog: retrying phase", zap.String("session_id", s.id), zap.String("phase", name),
 			zap.Int("attempt", attempt+1), zap.String("reason", v.Reason), zap.Duration("backoff", backoff))
-		if err := w.sleep(s.ctx, backoff); err != nil {
+		if err := w.sleepUntil(s.ctx, failedAt.Add(backoff)); err != nil {
 			res.StopReasonCode = StopCanceled
 			var sv *VerdictError
 			if errors.As(err, &sv) {
@@ -666,11 +673,15 @@ func (sl *sleeper) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 	d.after = append(d.after, func() { close(sl.ch) })
 }
 
-// sleep waits d on the Watchdog's clock, or until ctx ends.
-func (w *Watchdog) sleep(ctx context.Context, d time.Duration) error {
+// sleepUntil waits until t on the Watchdog's clock, or until ctx ends. It
+// returns at once if t has passed.
+func (w *Watchdog) sleepUntil(ctx context.Context, t time.Time) error {
+	if !t.After(w.clock.Now()) {
+		return context.Cause(ctx)
+	}
 	sl := &sleeper{ch: make(chan struct{})}
 	sl.item.Value = sl
-	due := toNanos(w.clock.Now().Add(d))
+	due := toNanos(t)
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()

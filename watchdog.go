@@ -605,7 +605,10 @@ func (w *Watchdog) Check(ctx context.Context) error {
 // Close stops the scheduler, cancels the context of every session still
 // watched with cause ErrClosed (recording no terminal event, so each can be
 // resumed where it was), makes a last attempt to record every pending event
-// until ctx ends, and waits for every goroutine the Watchdog started. It
+// until ctx ends, and waits for every goroutine the Watchdog started. Callers
+// blocked in Within or Call are released with ErrClosed; a handler function
+// that ignores its context is user code and is not waited for (see
+// AbandonedHandlers). It
 // returns an error wrapping ErrNotRecorded that names each event it could
 // not record. Later calls do nothing but wait for the first one and return
 // its result.
