@@ -1,0 +1,39 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary play the agent and its helper too: the
+// orchestrator re-executes os.Executable, which is this binary under go test.
+func TestMain(m *testing.M) {
+	switch os.Getenv(roleEnv) {
+	case "agent":
+		os.Exit(agent())
+	case "helper":
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestStory runs the whole example against real processes: the slow tool
+// call and the quiet file work are waited for, the hung tool call hits its
+// deadline, and the silent hang is cut with the agent's process group.
+func TestStory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real processes for about five seconds")
+	}
+	var out bytes.Buffer
+	err := orchestrate(context.Background(), &out)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+}
