@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,7 +16,9 @@ import (
 	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/eventlog"
 	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/inspect"
+	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/pgsource"
 	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/verify"
+	"github.com/sessionwatchdog/watchdog/stores/postgres"
 )
 
 // Exit codes of the watchdog command.
@@ -26,7 +29,8 @@ const (
 	// (verify found a mismatch).
 	ExitMismatch = 1
 	// ExitUsage: bad flags or arguments, or an input that cannot be read
-	// (missing file, corrupt line), or an output that cannot be written.
+	// (missing file, corrupt line, unreachable database, missing table,
+	// corrupt row), or an output that cannot be written.
 	ExitUsage = 2
 )
 
@@ -43,21 +47,25 @@ Commands:
   help      show help for a command: watchdog help inspect
 
 An event log is JSON Lines: one event per line, as the watchdog file store
-writes it. "-" reads standard input.
+writes it. "-" reads standard input. With --dsn, the log is read from the
+PostgreSQL table of the stores/postgres event store instead (read-only).
 
 Exit codes:
   0  success
   1  a recorded verdict does not check out (mismatch)
-  2  usage error, or an input that cannot be read (missing file, corrupt line)
+  2  usage error, or an input that cannot be read (missing file, corrupt line,
+     unreachable database, missing table, corrupt row)
 
 Examples:
   watchdog inspect events.jsonl
   watchdog inspect --session agent-42 --kind verdict,decision events.jsonl
   watchdog inspect --html report.html events.jsonl
+  watchdog inspect --dsn "host=/run/postgresql dbname=app" --table watchdog_events
   watchdog verify events.jsonl || echo "the log does not check out"
 `
 
 const verifyUsage = `Usage: watchdog verify [flags] FILE.jsonl
+       watchdog verify [flags] --dsn DSN [--table TABLE]
 
 Re-derives every recorded verdict and decision from the inputs recorded with
 it (the session's policy on its start or resume event, the evidence summary,
@@ -69,13 +77,15 @@ limit. This is watchdog.Replay. A log is self-consistent when nothing
 mismatches: nobody edited a verdict, and the version that wrote it decided
 as this one does.
 
-FILE is a JSON Lines event log; "-" reads standard input. Only whole
-sessions can be selected: a verdict needs its session's start event.
+FILE is a JSON Lines event log; "-" reads standard input. With --dsn the
+events are read from PostgreSQL instead (see "watchdog help inspect"). Only
+whole sessions can be selected: a verdict needs its session's start event.
 
 Exit codes:
   0  every verdict checks out
   1  at least one mismatch (each is printed: seq, event, recorded, re-derived)
-  2  usage error, or a log that cannot be read (missing file, corrupt line)
+  2  usage error, or a log that cannot be read (missing file, corrupt line,
+     unreachable database, missing table, corrupt row)
 
 Flags (-flag or --flag, before or after FILE; "--" ends them):
 %s
@@ -83,9 +93,11 @@ Examples:
   watchdog verify events.jsonl
   watchdog verify --session agent-42 events.jsonl
   watchdog verify --json events.jsonl | jq '.mismatches[]'
+  PGPASSWORD=... watchdog verify --dsn "postgres://audit@db.internal/app"
 `
 
 const inspectUsage = `Usage: watchdog inspect [flags] FILE.jsonl
+       watchdog inspect [flags] --dsn DSN [--table TABLE]
 
 Shows, per session, a timeline of the recorded events: start, resumes, each
 CONTINUE verdict with the channel that justified waiting (active_channel),
@@ -98,6 +110,15 @@ evidence; "*" marks the active channel.
 FILE is a JSON Lines event log; "-" reads standard input. A line that is
 not a valid event is an error naming the file and line (exit code 2).
 
+With --dsn DSN (and no FILE) the events are read from PostgreSQL: the table
+the stores/postgres event store writes (--table, default watchdog_events),
+every session's events in seq order, or only the --session ones. The
+command only reads: one read-only transaction, nothing created or changed.
+DSN is a URL (postgres://user@host:5432/db) or key=value pairs (host=/tmp
+dbname=app); the usual PG* variables apply, so keep a password in
+PGPASSWORD or ~/.pgpass rather than on the command line. A row that is not
+a valid event is an error naming the table and its seq (exit code 2).
+
 Flags (-flag or --flag, before or after FILE; "--" ends them):
 %s
 Examples:
@@ -106,6 +127,7 @@ Examples:
   watchdog inspect --kind cancel --kind decision --since 2026-05-23T09:00:00Z events.jsonl
   cat events.jsonl | watchdog inspect --json - | jq '.sessions[].final'
   watchdog inspect --html report.html events.jsonl   # one self-contained page
+  watchdog inspect --dsn "host=/run/postgresql dbname=app" --session agent-42
 `
 
 // Main runs the watchdog command with args (without the program name) and
@@ -187,13 +209,13 @@ func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&until, "until", "show only events that occurred at or before this RFC 3339 `time`")
 	fs.BoolVar(&asJSON, "json", false, "write the timelines as JSON to standard output")
 	fs.StringVar(&htmlOut, "html", "", "write one self-contained HTML page with a chart per session to this `file`")
+	var src source
+	src.register(fs)
 	pos, code, ok := parse(fs, args, inspectUsage, stdout, stderr)
 	if !ok {
 		return code
 	}
-	if len(pos) != 1 {
-		fmt.Fprintf(stderr, "watchdog inspect: want exactly one event log (FILE.jsonl or -), got %d arguments\n", len(pos))
-		fmt.Fprintln(stderr, "run 'watchdog help inspect' for usage")
+	if !src.check("inspect", pos, stderr) {
 		return ExitUsage
 	}
 	if asJSON && htmlOut != "" {
@@ -204,7 +226,7 @@ func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "watchdog inspect: --until %s is before --since %s\n", until.String(), since.String())
 		return ExitUsage
 	}
-	events, err := eventlog.ReadFile(pos[0], stdin)
+	events, name, err := src.read(pos, sessions, stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "watchdog inspect: %v\n", err)
 		return ExitUsage
@@ -212,7 +234,7 @@ func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	report := inspect.Build(events, inspect.Filter{Sessions: sessions, Kinds: kinds, Since: since.t, Until: until.t})
 	switch {
 	case htmlOut != "":
-		if err := writeHTML(htmlOut, report, pos[0]); err != nil {
+		if err := writeHTML(htmlOut, report, name); err != nil {
 			fmt.Fprintf(stderr, "watchdog inspect: %v\n", err)
 			return ExitUsage
 		}
@@ -238,21 +260,20 @@ func runVerify(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	)
 	fs.Var(&sessions, "session", "verify only this session `id` (repeatable, or comma-separated)")
 	fs.BoolVar(&asJSON, "json", false, "write the result as JSON to standard output")
+	var src source
+	src.register(fs)
 	pos, code, ok := parse(fs, args, verifyUsage, stdout, stderr)
 	if !ok {
 		return code
 	}
-	if len(pos) != 1 {
-		fmt.Fprintf(stderr, "watchdog verify: want exactly one event log (FILE.jsonl or -), got %d arguments\n", len(pos))
-		fmt.Fprintln(stderr, "run 'watchdog help verify' for usage")
+	if !src.check("verify", pos, stderr) {
 		return ExitUsage
 	}
-	events, err := eventlog.ReadFile(pos[0], stdin)
+	events, name, err := src.read(pos, sessions, stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "watchdog verify: %v\n", err)
 		return ExitUsage
 	}
-	name := pos[0]
 	if name == "-" {
 		name = "<stdin>"
 	}
@@ -274,6 +295,52 @@ func runVerify(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return ExitMismatch
 	}
 	return ExitOK
+}
+
+// source is where a command reads its events: a JSON Lines file (the
+// positional argument) or, with --dsn, a PostgreSQL table.
+type source struct {
+	dsn, table string
+	tableSet   bool
+}
+
+func (s *source) register(fs *flag.FlagSet) {
+	s.table = postgres.DefaultTable
+	fs.StringVar(&s.dsn, "dsn", "", "read the events from PostgreSQL at this `DSN` (URL or key=value pairs) instead of a file")
+	fs.Func("table", "with --dsn: the events `table` of the PostgreSQL store, [schema.]name (default "+postgres.DefaultTable+")", func(v string) error {
+		s.table, s.tableSet = v, true
+		return nil
+	})
+}
+
+// check reports whether the positional arguments fit the source, printing
+// the problem to stderr if not.
+func (s *source) check(cmd string, pos []string, stderr io.Writer) bool {
+	switch {
+	case s.dsn != "" && len(pos) > 0:
+		fmt.Fprintf(stderr, "watchdog %s: --dsn reads the events from PostgreSQL: give no event log file too (got %q)\n", cmd, pos[0])
+	case s.dsn == "" && s.tableSet:
+		fmt.Fprintf(stderr, "watchdog %s: --table needs --dsn (it names a PostgreSQL table)\n", cmd)
+	case s.dsn == "" && len(pos) != 1:
+		fmt.Fprintf(stderr, "watchdog %s: want exactly one event log (FILE.jsonl or -), or --dsn; got %d arguments\n", cmd, len(pos))
+	default:
+		return true
+	}
+	fmt.Fprintf(stderr, "run 'watchdog help %s' for usage\n", cmd)
+	return false
+}
+
+// read returns the events and a name for the source (the file, or
+// "postgres:TABLE", never the DSN, which may hold a password). With --dsn,
+// only the sessions listed are read when there are any.
+func (s *source) read(pos, sessions []string, stdin io.Reader) ([]watchdog.Event, string, error) {
+	if s.dsn == "" {
+		events, err := eventlog.ReadFile(pos[0], stdin)
+		return events, pos[0], err
+	}
+	name := "postgres:" + s.table
+	events, err := pgsource.Read(context.Background(), s.dsn, s.table, sessions)
+	return events, name, err
 }
 
 func writeHTML(path string, r inspect.Report, source string) (err error) {
