@@ -206,10 +206,14 @@ func toolCall(ctx context.Context, out io.Writer, name, arg string) string {
 		return "ERROR unknown tool " + name
 	}
 	s.Touch(watchdog.ChannelMCPTool) // the call begins
-	defer s.Touch(watchdog.ChannelMCPTool)
 	var result string
 	start := time.Now()
 	err := watchdog.Call(ctx, "tool:"+name, budgets[name], func(ctx context.Context) error {
+		// Record the call's end inside the handler, before Call returns:
+		// when a handler with a deadline ends, the watchdog looks at the
+		// session again at once, and a call that just finished is fresh
+		// evidence. Touched after Call returned, it could come too late.
+		defer s.Touch(watchdog.ChannelMCPTool)
 		var err error
 		result, err = tool(ctx, arg)
 		return err

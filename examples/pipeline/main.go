@@ -224,10 +224,10 @@ func check(out io.Writer, results []watchdog.Result, events []watchdog.Event, cp
 	want(count(func(e watchdog.Event) bool {
 		return e.Kind == watchdog.KindHandlerDeadline && e.Layer == string(watchdog.LayerIteration) &&
 			e.Handler == fmt.Sprintf("item-%d", hangAt) && e.DyingSpan == "compile"
-	}) == 1, "want one iteration deadline event for item-%d with dying_span compile", hangAt)
+	}) >= 1, "want an iteration deadline event for item-%d with dying_span compile", hangAt)
 	want(count(func(e watchdog.Event) bool {
 		return e.Kind == watchdog.KindRetry && e.Phase == "implement" && e.Attempt == 2
-	}) == 1, "want one retry event of phase implement, attempt 2")
+	}) >= 1, "want a retry event of phase implement, attempt 2")
 	want(count(func(e watchdog.Event) bool {
 		return e.Kind == watchdog.KindCancel && e.Window == 1 && e.Reason == watchdog.ReasonWallClockExceeded
 	}) == 1, "want one wall-clock cancel event in window 1")
