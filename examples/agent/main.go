@@ -36,6 +36,9 @@
 // if the story did not happen as told, so CI catches a regression.
 //
 // Run it with: go run ./examples/agent
+//
+// With -log FILE it also writes the event log to FILE (JSON Lines, the file
+// store), to read with the inspector: watchdog inspect FILE.
 package main
 
 import (
@@ -43,6 +46,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -85,7 +89,9 @@ func main() {
 		time.Sleep(time.Minute) // a child of the agent that would outlive it
 		os.Exit(0)
 	}
-	if err := orchestrate(context.Background(), os.Stdout); err != nil {
+	logPath := flag.String("log", "", "also write the event log to this new JSON Lines `file` (for watchdog inspect)")
+	flag.Parse()
+	if err := orchestrate(context.Background(), os.Stdout, *logPath); err != nil {
 		fmt.Fprintln(os.Stderr, "agent example:", err)
 		os.Exit(1)
 	}
@@ -93,7 +99,7 @@ func main() {
 
 // orchestrate runs the agent under a watchdog session, prints what was
 // recorded, and checks that the story happened.
-func orchestrate(ctx context.Context, out io.Writer) error {
+func orchestrate(ctx context.Context, out io.Writer, logPath string) error {
 	workspace, err := os.MkdirTemp("", "watchdog-agent-workspace-")
 	if err != nil {
 		return err
@@ -104,7 +110,11 @@ func orchestrate(ctx context.Context, out io.Writer) error {
 		return err
 	}
 
-	w := watchdog.New()
+	w, closeLog, err := newWatchdog(logPath)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
 	s, err := w.Start(ctx, "agent-1", time.Now(), policy)
 	if err != nil {
 		return err
@@ -168,6 +178,24 @@ func orchestrate(ctx context.Context, out io.Writer) error {
 	}
 	printEvents(out, events)
 	return check(out, res, events, helperPID)
+}
+
+// newWatchdog returns a Watchdog on the in-memory store, or, when logPath
+// is not empty, on a new file store at logPath: a JSON Lines event log that
+// the inspector reads (watchdog inspect FILE). The returned func closes the
+// file store; call it after the Watchdog's Close.
+func newWatchdog(logPath string) (*watchdog.Watchdog, func(), error) {
+	if logPath == "" {
+		return watchdog.New(), func() {}, nil
+	}
+	if _, err := os.Stat(logPath); err == nil {
+		return nil, nil, fmt.Errorf("event log %s already exists: give a new path (the example's session ids are fixed)", logPath)
+	}
+	store, err := watchdog.OpenFileStore(logPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	return watchdog.New(watchdog.WithStore(store)), func() { _ = store.Close() }, nil
 }
 
 // tools are the orchestrator's tools; each honours its context.

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -31,9 +32,13 @@ func TestStory(t *testing.T) {
 		t.Skip("runs real processes for about five seconds")
 	}
 	var out bytes.Buffer
-	err := orchestrate(context.Background(), &out)
+	log := filepath.Join(t.TempDir(), "events.jsonl")
+	err := orchestrate(context.Background(), &out, log)
 	t.Log("\n" + out.String())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(log); err != nil || !bytes.Contains(b, []byte(`"event_kind":"runtime.watchdog.cancel"`)) {
+		t.Errorf("the -log file lacks the cancel event (%v):\n%s", err, b)
 	}
 }

@@ -21,12 +21,16 @@
 // non-zero if the story did not happen as told.
 //
 // Run it with: go run ./examples/pipeline
+//
+// With -log FILE it also writes the event log to FILE (JSON Lines, the file
+// store), to read with the inspector: watchdog inspect FILE.
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -69,7 +73,9 @@ type checkpoint struct {
 }
 
 func main() {
-	if err := run(context.Background(), os.Stdout); err != nil {
+	logPath := flag.String("log", "", "also write the event log to this new JSON Lines `file` (for watchdog inspect)")
+	flag.Parse()
+	if err := run(context.Background(), os.Stdout, *logPath); err != nil {
 		fmt.Fprintln(os.Stderr, "pipeline example:", err)
 		os.Exit(1)
 	}
@@ -77,8 +83,12 @@ func main() {
 
 // run drives the session window by window until the pipeline completes,
 // then prints the events and checks the story.
-func run(ctx context.Context, out io.Writer) error {
-	w := watchdog.New()
+func run(ctx context.Context, out io.Writer, logPath string) error {
+	w, closeLog, err := newWatchdog(logPath)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
 	defer w.Close(ctx)
 	cp := &checkpoint{}
 	loop := func(ctx context.Context) error { return pipeline(ctx, out, cp) }
@@ -109,6 +119,24 @@ func run(ctx context.Context, out io.Writer) error {
 	}
 	printEvents(out, events)
 	return check(out, results, events, cp)
+}
+
+// newWatchdog returns a Watchdog on the in-memory store, or, when logPath
+// is not empty, on a new file store at logPath: a JSON Lines event log that
+// the inspector reads (watchdog inspect FILE). The returned func closes the
+// file store; call it after the Watchdog's Close.
+func newWatchdog(logPath string) (*watchdog.Watchdog, func(), error) {
+	if logPath == "" {
+		return watchdog.New(), func() {}, nil
+	}
+	if _, err := os.Stat(logPath); err == nil {
+		return nil, nil, fmt.Errorf("event log %s already exists: give a new path (the example's session ids are fixed)", logPath)
+	}
+	store, err := watchdog.OpenFileStore(logPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	return watchdog.New(watchdog.WithStore(store)), func() { _ = store.Close() }, nil
 }
 
 // pipeline is the loop one window runs: the phases not done yet.

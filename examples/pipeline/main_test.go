@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -14,9 +16,13 @@ func TestStory(t *testing.T) {
 		t.Skip("runs on the real clock for about three seconds")
 	}
 	var out bytes.Buffer
-	err := run(context.Background(), &out)
+	log := filepath.Join(t.TempDir(), "events.jsonl")
+	err := run(context.Background(), &out, log)
 	t.Log("\n" + out.String())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(log); err != nil || !bytes.Contains(b, []byte(`"event_kind":"runtime.watchdog.resume"`)) {
+		t.Errorf("the -log file lacks the resume event (%v):\n%s", err, b)
 	}
 }
