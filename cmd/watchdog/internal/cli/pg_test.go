@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -47,6 +49,25 @@ func TestInspectDSNGolden(t *testing.T) {
 			}
 			golden(t, tt.golden, out)
 		})
+	}
+}
+
+func TestInspectDSNHTML(t *testing.T) {
+	dsn, table := recordFixture(t)
+	out := filepath.Join(t.TempDir(), "report.html")
+	code, stdout, errs := run(t, "", "inspect", "--html", out, "--dsn", dsn, "--table", table)
+	if code != ExitOK || stdout != "" || !strings.Contains(errs, "wrote "+out+" (4 sessions)") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, errs)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte("postgres:"+table)) || !bytes.Contains(b, []byte(`data-session="agent-42"`)) {
+		t.Errorf("the page does not name its source postgres:%s or lacks a session: %.300s", table, b)
+	}
+	if bytes.Contains(b, []byte(dsn)) {
+		t.Errorf("the page shows the DSN")
 	}
 }
 
