@@ -5,6 +5,7 @@
 //	watchdog inspect --json events.jsonl           # the same, for machines
 //	watchdog inspect --html report.html events.jsonl
 //	watchdog verify events.jsonl                   # replay: exit 1 on a mismatch
+//	watchdog inspect --dsn "$DATABASE_URL"          # the PostgreSQL store's table
 //
 // Run "watchdog help" for the commands, flags and exit codes.
 package main
