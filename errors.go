@@ -31,6 +31,9 @@ var (
 	ErrIterationDeadlineExceeded = errors.New("watchdog: iteration deadline exceeded")
 	// ErrPhaseDeadlineExceeded: a phase layer outran its budget.
 	ErrPhaseDeadlineExceeded = errors.New("watchdog: phase deadline exceeded")
+	// ErrLivenessFailed is the cause of a session context cancelled by a
+	// liveness rule of your own (Session.ReportLiveness).
+	ErrLivenessFailed = errors.New("watchdog: liveness rule failed")
 	// ErrRecoveryBudgetExceeded is wrapped by RunPhase's error when the
 	// retries of a phase ran out.
 	ErrRecoveryBudgetExceeded = errors.New("watchdog: recovery budget exceeded")
@@ -126,6 +129,8 @@ func (e *VerdictError) Unwrap() error {
 		return ErrSessionCeilingExceeded
 	case ReasonChildrenPersistTooLong:
 		return ErrChildrenPersistTooLong
+	case ReasonLivenessFailed:
+		return ErrLivenessFailed
 	case "handler_deadline_exceeded":
 		return ErrHandlerDeadlineExceeded
 	case "iteration_deadline_exceeded":
@@ -147,6 +152,8 @@ func (e *VerdictError) StopReasonCode() string {
 		return StopSessionCeilingExceeded
 	case ReasonChildrenPersistTooLong:
 		return StopChildrenPersistTooLong
+	case ReasonLivenessFailed:
+		return StopLivenessFailed
 	}
 	if e.Layer != "" {
 		return e.Reason

@@ -169,6 +169,11 @@ type Policy struct {
 	// each further one. Zero means DefaultRecoveryBackoff (1 s). JSON:
 	// recovery_backoff_seconds.
 	RecoveryBackoff time.Duration
+
+	// LivenessRules declares liveness rules of your own, by name, that
+	// Session.ReportLiveness feeds; RuleModes may set their modes. The
+	// names must not be the built-in rules'. JSON: liveness_rules.
+	LivenessRules []string
 }
 
 type policyJSON struct {
@@ -189,6 +194,7 @@ type policyJSON struct {
 	HandlerGrace    float64            `json:"handler_grace_seconds,omitempty"`
 	RecoveryBudget  int                `json:"recovery_budget,omitempty"`
 	RecoveryBackoff float64            `json:"recovery_backoff_seconds,omitempty"`
+	LivenessRules   []string           `json:"liveness_rules,omitempty"`
 }
 
 // MarshalJSON encodes p with the seeds' knob names; durations are seconds and
@@ -210,6 +216,7 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		HandlerGrace:    p.HandlerGrace.Seconds(),
 		RecoveryBudget:  p.RecoveryBudget,
 		RecoveryBackoff: p.RecoveryBackoff.Seconds(),
+		LivenessRules:   p.LivenessRules,
 	}
 	if len(p.PhaseBudgets) > 0 {
 		j.PhaseBudgets = make(map[string]float64, len(p.PhaseBudgets))
@@ -272,7 +279,7 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 		q.EvidenceTTL = d
 	}
 	q.SettleChecks, q.Mode, q.RuleModes, q.Channels = j.SettleChecks, j.Mode, j.RuleModes, j.Channels
-	q.RecoveryBudget = j.RecoveryBudget
+	q.RecoveryBudget, q.LivenessRules = j.RecoveryBudget, j.LivenessRules
 	if len(j.PhaseBudgets) > 0 {
 		q.PhaseBudgets = make(map[string]time.Duration, len(j.PhaseBudgets))
 		for k, v := range j.PhaseBudgets {
@@ -334,9 +341,16 @@ func (p Policy) Validate() error {
 	if err := validMode("mode", p.Mode); err != nil {
 		return err
 	}
+	user := map[string]bool{}
+	for _, r := range p.LivenessRules {
+		if _, builtin := ruleByName[r]; builtin || r == "" || user[r] {
+			return fmt.Errorf("%w: liveness_rules: %q is empty, built in or declared twice", ErrInvalidPolicy, r)
+		}
+		user[r] = true
+	}
 	for rule, m := range p.RuleModes {
-		if _, ok := ruleByName[rule]; !ok {
-			return fmt.Errorf("%w: rule_modes: unknown rule %q (want %s, %s, %s or %s)", ErrInvalidPolicy, rule,
+		if _, ok := ruleByName[rule]; !ok && !user[rule] {
+			return fmt.Errorf("%w: rule_modes: unknown rule %q (want %s, %s, %s, %s or one of liveness_rules)", ErrInvalidPolicy, rule,
 				RuleWallClock, RuleSessionCeiling, RuleChildrenWait, RuleIdle)
 		}
 		if err := validMode("rule_modes["+rule+"]", m); err != nil {

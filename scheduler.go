@@ -327,9 +327,10 @@ func (w *Watchdog) setTimerLocked(due int64) {
 // actItem is an acting decision waiting for the configured action, or a
 // user callback (call) to run off the scheduler.
 type actItem struct {
-	s    *Session
-	v    *VerdictError
-	call func(ctx context.Context)
+	s         *Session
+	v         *VerdictError
+	call      func(ctx context.Context)
+	noRecheck bool // a user liveness rule: its observation cannot be re-derived
 }
 
 // actor runs the configured ActionFunc on its own goroutine, one at a time.
@@ -439,6 +440,9 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 	}
 	sn := s.snapshot()
 	v := decide.Decide(s.limits, sn, now)
+	if it.noRecheck {
+		v.Action = decide.Act
+	}
 	if v.Action != decide.Act {
 		s.acting = false
 		e := w.event(s, KindSuperseded, now)

@@ -197,10 +197,11 @@ type Session struct {
 	recoveryBackoff time.Duration            // resolved
 	policy          Policy                   // as given, recorded on start and resume events
 
-	bounded []*layer      // in-flight handlers with a deadline; guarded by w.mu
-	waiter  *waiter       // armed waiting watchdog; guarded by w.mu
-	waitGen uint64        // guarded by w.mu
-	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
+	bounded  []*layer                  // in-flight handlers with a deadline; guarded by w.mu
+	waiter   *waiter                   // armed waiting watchdog; guarded by w.mu
+	waitGen  uint64                    // guarded by w.mu
+	attempt  *phaseAttempt             // running RunPhase attempt; guarded by w.mu
+	liveness map[string]*livenessState // user liveness rules; guarded by w.mu
 }
 
 // ID returns the session id.
