@@ -115,6 +115,7 @@ func orchestrate(ctx context.Context, out io.Writer, logPath string) error {
 		return err
 	}
 	defer closeLog()
+	defer w.Close(ctx) // on an early return; Close is idempotent
 	s, err := w.Start(ctx, "agent-1", time.Now(), policy)
 	if err != nil {
 		return err
