@@ -101,7 +101,8 @@ func Call(ctx context.Context, name string, budget time.Duration, fn func(ctx co
 // the deadline runs on the Watchdog's clock and scheduler (deterministic on a
 // fake clock), every overrun is recorded as a runtime.handler.deadline_exceeded
 // event naming the dying step, and, for LayerHandler, the in-flight handler is
-// bounded work that the idle rule waits for. Without a session it runs on the
+// bounded work that the idle rule waits for, and its start and its end are
+// recorded as ChannelMCPTool evidence. Without a session it runs on the
 // real clock and records nothing.
 //
 // A zero budget means the session policy's (PhaseBudgets[name] for a phase,
@@ -141,6 +142,9 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 	defer cancel(nil)
 	l.cancel = cancel
 	l.parent = layerFrom(ctx)
+	if s != nil && kind == LayerHandler {
+		s.Touch(ChannelMCPTool) // a handler call is tool-call evidence
+	}
 	l.arm()
 	if obs.OnHandlerStart != nil {
 		if c := obs.OnHandlerStart(lctx, kind, name, l.remaining()); c != nil {
@@ -341,6 +345,12 @@ func (l *layer) finish() error {
 			return l.cause
 		}
 		return nil
+	}
+	if l.kind == LayerHandler {
+		// Its completion is evidence too, recorded before the idle rule
+		// looks again, so that the instant a tool returns is not taken
+		// for silence (with deferral on).
+		l.s.Touch(ChannelMCPTool)
 	}
 	w.mu.Lock()
 	st := l.state
