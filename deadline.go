@@ -45,11 +45,13 @@ type layer struct {
 	parent   *layer        // the enclosing layer, if any
 	abandon  chan struct{} // closed when the caller gives up on fn
 
-	mu     sync.Mutex // guards the fields below when w is nil; else w.mu does
-	state  int        // layerRunning, layerFired, layerDone
-	cause  error
-	event  *Event
-	timers [2]*time.Timer // without a Watchdog
+	mu            sync.Mutex // guards abandonedFlag and exitedFlag; and the fields below when w is nil (else w.mu does)
+	abandonedFlag bool
+	exitedFlag    bool
+	state         int // layerRunning, layerFired, layerDone
+	cause         error
+	event         *Event
+	timers        [2]*time.Timer // without a Watchdog
 }
 
 const (
@@ -157,18 +159,13 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 		panic any
 	}
 	done := make(chan result, 1)
-	if l.w != nil {
-		l.w.running.Add(1)
-	}
 	go func() {
 		var r result
 		defer func() {
 			if p := recover(); p != nil {
 				r.panic = p
 			}
-			if l.w != nil {
-				l.w.running.Add(-1)
-			}
+			l.exited()
 			done <- r
 		}()
 		r.err = fn(lctx)
@@ -295,6 +292,7 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 		l.state = layerDone
 		w.unregisterLocked(l)
 		w.abandoned.Add(1)
+		l.markAbandoned()
 		e := w.event(l.s, KindHandlerAbandoned, now)
 		e.Reason, e.Handler, e.Layer = l.cause.(*VerdictError).Reason, l.name, string(l.kind)
 		e.DyingSpan = l.cause.(*VerdictError).DyingSpan
@@ -318,9 +316,9 @@ func (w *Watchdog) unregisterLocked(l *layer) {
 	for i, b := range s.bounded {
 		if b == l {
 			s.bounded = append(s.bounded[:i], s.bounded[i+1:]...)
-			if s.state.Load() == stateRunning && !s.acting && s.item.Scheduled() {
+			if s.state.Load() == stateRunning && !s.acting {
 				// The idle rule may have been deferring for this handler.
-				w.heap.Push(&s.item, min(s.item.Due, toNanos(w.clock.Now())))
+				w.pullInLocked(s, toNanos(w.clock.Now()))
 			}
 			break
 		}
@@ -413,12 +411,31 @@ func (l *layer) graceReal() {
 	close(l.abandon)
 }
 
-// AbandonedHandlers returns how many handler goroutines were abandoned
-// because they ignored their deadline past the grace period, and how many of
-// them are still running.
+// markAbandoned and exited keep Watchdog.running, the count of abandoned
+// functions still running, exact whichever comes first.
+func (l *layer) markAbandoned() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.abandonedFlag = true
+	if !l.exitedFlag && l.w != nil {
+		l.w.running.Add(1)
+	}
+}
+
+func (l *layer) exited() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.exitedFlag = true
+	if l.abandonedFlag && l.w != nil {
+		l.w.running.Add(-1)
+	}
+}
+
+// AbandonedHandlers returns how many functions were abandoned because they
+// ignored their deadline past the grace period, and how many of those are
+// still running.
 func (w *Watchdog) AbandonedHandlers() (abandoned, stillRunning int64) {
-	a := w.abandoned.Load()
-	return a, min(a, w.running.Load())
+	return w.abandoned.Load(), w.running.Load()
 }
 
 // DefaultWaitTimeout is the timeout of a waiting state whose server supplied
@@ -454,7 +471,8 @@ type waiter struct {
 // On fire the session is NOT cancelled: the Watchdog records a
 // runtime.watchdog.wait_timeout verdict, leaves the waiting state, and calls
 // onTimeout exactly once, on its action goroutine (for example to emit a
-// synthetic result into the agent's next turn). onTimeout may be nil.
+// synthetic result into the agent's next turn), unless Close comes first.
+// onTimeout may be nil; it must not call Check or Close.
 func (s *Session) Wait(timeout time.Duration, onTimeout func(ctx context.Context, s *Session, generation uint64)) uint64 {
 	w := s.w
 	d := WaitTimeout(timeout)
@@ -494,8 +512,8 @@ func (s *Session) EndWait() bool {
 		w.heap.Remove(&s.waiter.item)
 		s.waiter = nil
 		s.observedSince = now.UTC() // silence while waiting is not idleness
-		if s.state.Load() == stateRunning && s.item.Scheduled() {
-			w.heap.Push(&s.item, min(s.item.Due, toNanos(now)))
+		if s.state.Load() == stateRunning && !s.acting {
+			w.pullInLocked(s, toNanos(now))
 		}
 	}
 	w.mu.Unlock()
@@ -525,8 +543,8 @@ func (wt *waiter) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 	e.Verdict, e.Reason, e.Generation = VerdictContinue, "wait_timeout", wt.gen
 	e.MeasureSeconds, e.LimitSeconds = now.Sub(wt.from).Seconds(), wt.d.Seconds()
 	w.rec.enqueue(e)
-	if s.item.Scheduled() {
-		w.heap.Push(&s.item, min(s.item.Due, toNanos(now)))
+	if !s.acting {
+		w.pullInLocked(s, toNanos(now))
 	}
 	if wt.fn != nil {
 		fn, gen := wt.fn, wt.gen
@@ -560,7 +578,8 @@ type PhaseResult[T any] struct {
 	Partial T
 }
 
-// RunPhase runs fn as the phase name of session s, with recovery: fn runs
+// RunPhase runs fn as the phase name of session s (one RunPhase at a time per
+// session; a second concurrent one is refused), with recovery: fn runs
 // under the phase's budget (budget, or the policy's PhaseBudgets[name] when
 // budget is 0; no phase deadline if both are 0), and an attempt that ends
 // with a recoverable verdict (the idle rule, a handler or iteration deadline)
@@ -590,11 +609,27 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		actx, cancel := context.WithCancelCause(s.ctx)
 		at := &phaseAttempt{cancel: cancel}
 		w.mu.Lock()
+		if s.attempt != nil {
+			w.mu.Unlock()
+			cancel(nil)
+			return res, fmt.Errorf("%w: session %q: phase %q: another RunPhase is running on this session", ErrInvalidArgument, s.id, name)
+		}
 		s.attempt = at
+		s.backingOff = false
+		if attempt > 1 {
+			// Each attempt gets a whole idle window.
+			s.observedSince = w.clock.Now().UTC()
+		}
 		w.mu.Unlock()
+		var pmu sync.Mutex
+		over := false // set when the attempt is over: a late write is dropped
 		run := func(ctx context.Context) error {
 			p, err := fn(ctx, attempt)
-			res.Partial = p
+			pmu.Lock()
+			if !over {
+				res.Partial = p
+			}
+			pmu.Unlock()
 			return err
 		}
 		var err error
@@ -603,6 +638,9 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		} else {
 			err = run(actx)
 		}
+		pmu.Lock()
+		over = true
+		pmu.Unlock()
 		w.mu.Lock()
 		if s.attempt == at {
 			s.attempt = nil
@@ -654,7 +692,14 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		w.rec.enqueue(e)
 		w.log.Info("watchdog: retrying phase", zap.String("session_id", s.id), zap.String("phase", name),
 			zap.Int("attempt", attempt+1), zap.String("reason", v.Reason), zap.Duration("backoff", backoff))
-		if err := w.sleepUntil(s.ctx, failedAt.Add(backoff)); err != nil {
+		w.mu.Lock()
+		s.backingOff = true // waiting to retry is not idleness
+		w.mu.Unlock()
+		err = w.sleepUntil(s.ctx, failedAt.Add(backoff))
+		w.mu.Lock()
+		s.backingOff = false
+		w.mu.Unlock()
+		if err != nil {
 			res.StopReasonCode = StopCanceled
 			var sv *VerdictError
 			if errors.As(err, &sv) {

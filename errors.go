@@ -114,6 +114,9 @@ func (e *VerdictError) Error() string {
 		}
 		return msg
 	}
+	if e.Reason == ReasonLivenessFailed {
+		return fmt.Sprintf("watchdog: session %q window %d: liveness rule %q failed", e.SessionID, e.Window, e.Rule)
+	}
 	return fmt.Sprintf("watchdog: session %q window %d: %s: elapsed %v > budget %v",
 		e.SessionID, e.Window, e.Reason, e.Elapsed, e.Budget)
 }

@@ -165,6 +165,11 @@ type Event struct {
 	// ObservedSince is a decision input on verdict events: the instant
 	// from which the idle rule counts (evidence before it does not count).
 	ObservedSince time.Time `json:"observed_since,omitzero"`
+	// GraceUntil is a decision input on verdict events: the end of the
+	// startup grace, before which the idle rule is not armed unless the
+	// baseline speaks. Absent once the baseline has spoken, or without a
+	// grace.
+	GraceUntil time.Time `json:"grace_until,omitzero"`
 	// Policy is the session's policy, recorded on start and resume events
 	// so that every later verdict can be re-derived (see Replay).
 	Policy *Policy `json:"policy,omitempty"`

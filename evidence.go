@@ -156,11 +156,9 @@ func (s *Session) BeginChildWait() *ChildWait {
 	}
 	s.waits.open++
 	due := int64(math.MaxInt64)
-	if c := s.limits.ChildWaitCeiling; c > 0 && s.state.Load() == stateRunning && s.item.Scheduled() {
+	if c := s.limits.ChildWaitCeiling; c > 0 && s.state.Load() == stateRunning && !s.acting {
 		due = toNanos(now.Add(c - s.waits.closed).Add(time.Nanosecond))
-		if due < s.item.Due {
-			w.heap.Push(&s.item, due)
-		}
+		w.pullInLocked(s, due)
 	}
 	w.mu.Unlock()
 	if due != math.MaxInt64 {
@@ -209,17 +207,26 @@ func (s *Session) snapshot() decide.Snapshot {
 	}
 	var until time.Time
 	for _, l := range s.bounded {
-		if end := l.deadline.Add(l.grace); until.IsZero() || end.Before(until) {
+		end := l.deadline.Add(l.grace)
+		if l.state == layerFired {
+			end = time.Unix(0, l.item.Due) // the grace runs from the fire
+		}
+		if until.IsZero() || end.Before(until) {
 			until = end
 		}
+	}
+	var grace time.Time
+	if s.ev[ChannelStdout].last.Load() == decide.Never {
+		grace = s.graceUntil // the grace ends at the first output
 	}
 	return decide.Snapshot{
 		BoundedWork:        len(s.bounded),
 		BoundedUntil:       until,
-		Waiting:            s.waiter != nil,
+		Waiting:            s.waiter != nil || s.backingOff,
 		SessionStartedAt:   s.sessionStartedAt,
 		WindowStartedAt:    s.windowStartedAt,
 		ObservedSince:      s.observedSince,
+		GraceUntil:         grace,
 		Channels:           chs,
 		ChildWait:          s.waits.closed,
 		ChildWaitOpenSince: s.waits.openSince,

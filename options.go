@@ -472,7 +472,7 @@ func defaultConfig() config {
 // it should be quick and respect ctx (cancelled by Close). Before it runs,
 // the verdict is derived again at the action's own instant; if fresh evidence
 // arrived in between, the decision is recorded as superseded and the action
-// does not run. When it returns nil the window ends: a cancel event linked to
+// does not run. It must not call Check or Close. When it returns nil the window ends: a cancel event linked to
 // the decision is recorded and the session's context is cancelled with v. An
 // error is logged, recorded as an action_failed event, and the rule is
 // looked at again one settle interval later; the session is not cancelled

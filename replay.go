@@ -165,6 +165,7 @@ func replaySnapshot(e Event) (decide.Snapshot, error) {
 		SessionStartedAt: e.SessionStartedAt,
 		WindowStartedAt:  e.WindowStartedAt,
 		ObservedSince:    e.ObservedSince,
+		GraceUntil:       e.GraceUntil,
 		Channels:         chs,
 		ChildWait:        secondsDuration(e.ChildrenWaitSeconds),
 		BoundedWork:      e.HandlersInFlight,

@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -83,12 +84,20 @@ func (w *Watchdog) runDue() {
 	w.coarse.refresh(nowNs)
 	var d dueWork
 	w.mu.Lock()
+	// Pop every due item first: whatever a handler pushes back during
+	// this pass waits for the next one, so a pass always ends.
+	due := w.popped[:0]
 	for it := w.heap.PopDue(nowNs); it != nil; it = w.heap.PopDue(nowNs) {
 		if late := time.Duration(nowNs - it.Due); late > d.lateness {
 			d.lateness = late
 		}
-		it.Value.fireLocked(w, now, &d)
+		due = append(due, it.Value)
 	}
+	for i, t := range due {
+		t.fireLocked(w, now, &d)
+		due[i] = nil
+	}
+	w.popped = due[:0]
 	w.mu.Unlock()
 	w.rearm()
 	for _, f := range d.fired {
@@ -146,7 +155,7 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
 				return &firing{s, ve}, nil
 			}
 			s.acting = true
-			return nil, &actItem{s: s, v: ve}
+			return nil, &actItem{s: s, v: ve, pre: sn.State}
 		default:
 			w.continueLocked(s, sn, v, now)
 			return nil, nil
@@ -161,7 +170,18 @@ func (w *Watchdog) continueLocked(s *Session, sn decide.Snapshot, v decide.Verdi
 		w.rec.enqueue(w.verdictEvent(s, sn, v, now))
 	}
 	if !v.Next.IsZero() {
-		w.heap.Push(&s.item, toNanos(v.Next))
+		// Never due again at the instant just decided: the next look is
+		// at least a nanosecond later.
+		w.heap.Push(&s.item, max(toNanos(v.Next), toNanos(now)+1))
+	}
+}
+
+// pullInLocked makes sure s is looked at by due at the latest, scheduling it
+// if nothing was. Called with w.mu held, for a running session that no
+// action is pending on; the caller arms the timer after unlocking.
+func (w *Watchdog) pullInLocked(s *Session, due int64) {
+	if !s.item.Scheduled() || due < s.item.Due {
+		w.heap.Push(&s.item, due)
 	}
 }
 
@@ -229,7 +249,7 @@ func (w *Watchdog) verdictEvent(s *Session, sn decide.Snapshot, v decide.Verdict
 	e.MeasureSeconds, e.LimitSeconds = v.Elapsed.Seconds(), v.Budget.Seconds()
 	e.EvidenceSummary = s.summary(sn, now)
 	e.ActiveChannel = activeName(s, v.ActiveChannel)
-	e.HandlersInFlight, e.Waiting, e.ObservedSince = sn.BoundedWork, sn.Waiting, sn.ObservedSince
+	e.HandlersInFlight, e.Waiting, e.ObservedSince, e.GraceUntil = sn.BoundedWork, sn.Waiting, sn.ObservedSince, sn.GraceUntil
 	if !v.Deferred {
 		e.SettleCount, e.SettleChecks = v.State.StaleChecks, s.limits.SettleChecks
 	}
@@ -258,7 +278,7 @@ func (w *Watchdog) decisionEvent(s *Session, sn decide.Snapshot, v decide.Verdic
 	e.EvidenceSummary = s.summary(sn, now)
 	e.ActiveChannel = "none"
 	e.ChildrenWaitSeconds = s.childWait(sn, now).Seconds()
-	e.HandlersInFlight, e.Waiting, e.ObservedSince = sn.BoundedWork, sn.Waiting, sn.ObservedSince
+	e.HandlersInFlight, e.Waiting, e.ObservedSince, e.GraceUntil = sn.BoundedWork, sn.Waiting, sn.ObservedSince, sn.GraceUntil
 	if v.Rule == decide.RuleIdle {
 		e.SettleCount, e.SettleChecks = s.limits.SettleChecks, s.limits.SettleChecks
 	}
@@ -329,6 +349,7 @@ func (w *Watchdog) setTimerLocked(due int64) {
 type actItem struct {
 	s         *Session
 	v         *VerdictError
+	pre       decide.State // the rules' memory just before the decision
 	call      func(ctx context.Context)
 	noRecheck bool // a user liveness rule: its observation cannot be re-derived
 }
@@ -422,10 +443,17 @@ func (a *actor) barrier(ctx context.Context) error {
 	}
 }
 
-func (a *actor) close() {
+// close stops the action goroutine: it cancels the context of a running
+// action or callback and waits for it to return, until ctx ends.
+func (a *actor) close(ctx context.Context) error {
 	a.cancel()
 	close(a.stop)
-	<-a.done
+	select {
+	case <-a.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("watchdog: close: an action or callback ignores its context and is still running: %w", ctx.Err())
+	}
 }
 
 // runAction re-derives the verdict at the action's own instant, runs the
@@ -438,22 +466,25 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 		w.mu.Unlock() // the window ended meanwhile: a benign no-op
 		return
 	}
+	// Derive the verdict again at the action's own instant, from the
+	// rules' memory as it was just before the decision.
 	sn := s.snapshot()
+	sn.State = it.pre
 	v := decide.Decide(s.limits, sn, now)
-	if it.noRecheck {
-		v.Action = decide.Act
-	}
-	if v.Action != decide.Act {
+	if !it.noRecheck && (v.Action != decide.Act || ruleNames[v.Rule] != it.v.Rule) {
 		s.acting = false
 		e := w.event(s, KindSuperseded, now)
 		e.Rule, e.Reason, e.DecidedByDecisionID = it.v.Rule, it.v.Reason, it.v.DecisionID
 		e.EvidenceSummary = s.summary(sn, now)
 		w.rec.enqueue(e)
-		w.continueLocked(s, sn, v, now)
-		due, scheduled := s.item.Due, s.item.Scheduled()
+		// Then decide afresh, as the scheduler would: a Continue is
+		// rescheduled, a shadow rule advises, another rule may act.
+		s.rules = it.pre
+		_, again := w.decideLocked(s, now)
 		w.mu.Unlock()
-		if scheduled {
-			w.armIfEarlier(due)
+		w.armIfEarlier(toNanos(now) + 1)
+		if again != nil {
+			w.act.enqueue([]actItem{*again})
 		}
 		w.log.Info("watchdog: decision superseded by fresh evidence", zap.String("session_id", s.id),
 			zap.String("rule", it.v.Rule), zap.String("decision_id", it.v.DecisionID))

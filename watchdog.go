@@ -86,6 +86,7 @@ type Watchdog struct {
 	sessions map[string]*Session
 	heap     sched.Heap[timed]
 	layers   map[*layer]struct{} // in-flight deadline layers
+	popped   []timed             // scratch of runDue
 	closed   bool
 
 	timerMu sync.Mutex // guards timer, armed, armedAt; taken before mu, never inside it
@@ -148,8 +149,7 @@ func New(opts ...Option) *Watchdog {
 	w.wg.Add(2)
 	go func() { defer w.wg.Done(); w.rec.run() }()
 	go func() { defer w.wg.Done(); w.schedule() }()
-	w.wg.Add(1)
-	go func() { defer w.wg.Done(); w.act.run() }()
+	go w.act.run() // Close waits for it through act.done, bounded by its ctx
 	return w
 }
 
@@ -189,6 +189,8 @@ type Session struct {
 	acting   bool         // a decision waits for the action goroutine; guarded by w.mu
 
 	observedSince time.Time // idle floor: evidence before it does not count; guarded by w.mu
+	graceUntil    time.Time // end of the startup grace (zero: none); guarded by w.mu
+	backingOff    bool      // RunPhase waits between attempts: the idle rule is suspended; guarded by w.mu
 
 	grace           time.Duration            // Policy.HandlerGrace, resolved
 	phaseBudgets    map[string]time.Duration // Policy.PhaseBudgets
@@ -209,8 +211,10 @@ func (s *Session) ID() string { return s.id }
 
 // Context returns the session's context. It is cancelled when the window ends:
 // with a *VerdictError cause when the watchdog fires, ErrSessionStopped after
-// Stop, ErrClosed after Close, or the parent's cause when the context passed
-// to Start or Resume ends.
+// Stop, ErrClosed after Close. It is also cancelled, with the parent's cause,
+// when the context passed to Start or Resume ends; that does not end the
+// window (the session stays watched until Stop, a fire or Close; Run stops it
+// with StopCanceled).
 func (s *Session) Context() context.Context { return s.ctx }
 
 // Window returns the window number, from 1.
@@ -321,6 +325,12 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 			}
 		}
 	}
+	if s.sessionStartedAt.IsZero() {
+		w.release(s)
+		err := fmt.Errorf("%w: resume %q: the store's events carry no session_started_at", ErrInvalidEvent, id)
+		s.cancel(err)
+		return nil, err
+	}
 	if ended || last == 0 {
 		s.window = last + 1
 		s.windowStartedAt = w.clock.Now().UTC()
@@ -408,6 +418,9 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 	w.sessions[s.id] = s
 	s.state.Store(stateRunning)
 	s.observedSince = now.UTC()
+	if g := s.limits.StartupGrace; g > 0 {
+		s.graceUntil = s.observedSince.Add(g)
+	}
 	v := decide.Decide(s.limits, s.snapshot(), now)
 	due := toNanos(v.Next)
 	if v.Action != decide.Continue || v.Record || v.Next.IsZero() {
@@ -645,7 +658,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 
 		close(w.done)
 		w.stopTicks()
-		w.act.close()
+		actErr := w.act.close(ctx)
 		w.timerMu.Lock()
 		if w.timer != nil {
 			w.timer.Stop()
@@ -662,7 +675,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		if ws != nil {
 			ws.close()
 		}
-		w.closeErr = w.rec.close(ctx)
+		w.closeErr = errors.Join(actErr, w.rec.close(ctx))
 		w.wg.Wait()
 		if w.closeErr != nil {
 			w.log.Error("watchdog: closed with events not recorded", zap.Error(w.closeErr))
