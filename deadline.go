@@ -117,9 +117,9 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 	if s := FromContext(ctx); s != nil && budget == 0 {
 		switch kind {
 		case LayerPhase:
-			budget = s.phaseBudgets[name]
+			budget = s.cfg.policy.PhaseBudgets[name]
 		case LayerIteration:
-			budget = s.iterationBudget
+			budget = s.cfg.policy.IterationBudget
 		}
 	}
 	switch {
@@ -138,7 +138,7 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 	s := FromContext(ctx)
 	var obs Observer
 	if s != nil {
-		l.w, l.s, l.grace, obs = s.w, s, s.grace, s.w.obs
+		l.w, l.s, l.grace, obs = s.w, s, s.cfg.grace, s.w.obs
 	}
 	lctx, cancel := context.WithCancelCause(context.WithValue(ctx, layerKey{}, l))
 	defer cancel(nil)
@@ -234,7 +234,8 @@ func (l *layer) arm() {
 	}
 	w.layers[l] = struct{}{}
 	if l.kind == LayerHandler && l.s.state.Load() == stateRunning {
-		l.s.bounded = append(l.s.bounded, l)
+		r := l.s.rw()
+		r.bounded = append(r.bounded, l)
 	}
 	w.heap.Push(&l.item, due)
 	w.mu.Unlock()
@@ -259,7 +260,7 @@ func (l *layer) verdict(now time.Time) *VerdictError {
 		v.DyingSpan = *p
 	}
 	if l.s != nil {
-		v.SessionID, v.Window = l.s.id, l.s.window
+		v.SessionID, v.Window = l.s.id, int(l.s.window)
 	}
 	return v
 }
@@ -280,7 +281,7 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 		e.Recoverable = &rec
 		l.event = &e
 		v.DecisionID = e.ID
-		w.rec.enqueue(e)
+		w.enqueueLocked(e)
 		w.heap.Push(&l.item, toNanos(now.Add(l.grace)))
 		d.after = append(d.after, func() {
 			l.cancel(v)
@@ -297,7 +298,7 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 		e.Reason, e.Handler, e.Layer = l.cause.(*VerdictError).Reason, l.name, string(l.kind)
 		e.DyingSpan = l.cause.(*VerdictError).DyingSpan
 		e.MeasureSeconds, e.LimitSeconds = now.Sub(l.started).Seconds(), (l.budget + l.grace).Seconds()
-		w.rec.enqueue(e)
+		w.enqueueLocked(e)
 		d.after = append(d.after, func() {
 			close(l.abandon)
 			w.log.Error("watchdog: handler ignored its deadline and was abandoned", zap.String("session_id", l.s.id),
@@ -313,10 +314,11 @@ func (w *Watchdog) unregisterLocked(l *layer) {
 	delete(w.layers, l)
 	w.heap.Remove(&l.item)
 	s := l.s
-	for i, b := range s.bounded {
-		if b == l {
-			s.bounded = append(s.bounded[:i], s.bounded[i+1:]...)
-			if s.state.Load() == stateRunning && !s.acting {
+	r := s.r()
+	for i, b := range r.bounded {
+		if b == l { // r is s.rare: r.bounded is not empty
+			r.bounded = append(r.bounded[:i], r.bounded[i+1:]...)
+			if s.state.Load() == stateRunning && !r.acting {
 				// The idle rule may have been deferring for this handler.
 				w.pullInLocked(s, toNanos(w.clock.Now()))
 			}
@@ -478,19 +480,20 @@ func (s *Session) Wait(timeout time.Duration, onTimeout func(ctx context.Context
 	d := WaitTimeout(timeout)
 	now := w.clock.Now()
 	w.mu.Lock()
-	if s.waiter != nil {
-		w.heap.Remove(&s.waiter.item)
+	r := s.rw()
+	if r.waiter != nil {
+		w.heap.Remove(&r.waiter.item)
 	}
-	s.waitGen++
-	gen := s.waitGen
+	s.gen++
+	gen := s.gen
 	if s.state.Load() != stateRunning {
-		s.waiter = nil
+		r.waiter = nil
 		w.mu.Unlock()
 		return gen
 	}
 	wt := &waiter{s: s, gen: gen, fn: onTimeout, from: now, d: d}
 	wt.item.Value = wt
-	s.waiter = wt
+	r.waiter = wt
 	due := toNanos(now.Add(d))
 	w.heap.Push(&wt.item, due)
 	w.mu.Unlock()
@@ -506,13 +509,13 @@ func (s *Session) EndWait() bool {
 	w := s.w
 	now := w.clock.Now()
 	w.mu.Lock()
-	s.waitGen++
-	was := s.waiter != nil
+	s.gen++
+	was := s.r().waiter != nil
 	if was {
-		w.heap.Remove(&s.waiter.item)
-		s.waiter = nil
-		s.observedSince = now.UTC() // silence while waiting is not idleness
-		if s.state.Load() == stateRunning && !s.acting {
+		w.heap.Remove(&s.rare.waiter.item)
+		s.rare.waiter = nil
+		s.since = toNanos(now) // silence while waiting is not idleness
+		if s.state.Load() == stateRunning && !s.r().acting {
 			w.pullInLocked(s, toNanos(now))
 		}
 	}
@@ -528,22 +531,22 @@ func (s *Session) EndWait() bool {
 func (s *Session) Waiting() (bool, uint64) {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
-	return s.waiter != nil, s.waitGen
+	return s.r().waiter != nil, s.gen
 }
 
 func (wt *waiter) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 	d.popped = true
 	s := wt.s
-	if s.waiter != wt || s.waitGen != wt.gen || s.state.Load() != stateRunning {
+	if s.r().waiter != wt || s.gen != wt.gen || s.state.Load() != stateRunning {
 		return // superseded: a stale timer never fires
 	}
-	s.waiter = nil
-	s.observedSince = now.UTC()
+	s.rare.waiter = nil
+	s.since = toNanos(now)
 	e := w.event(s, KindWaitTimeout, now)
 	e.Verdict, e.Reason, e.Generation = VerdictContinue, "wait_timeout", wt.gen
 	e.MeasureSeconds, e.LimitSeconds = now.Sub(wt.from).Seconds(), wt.d.Seconds()
-	w.rec.enqueue(e)
-	if !s.acting {
+	w.enqueueLocked(e)
+	if !s.r().acting {
 		w.pullInLocked(s, toNanos(now))
 	}
 	if wt.fn != nil {
@@ -597,7 +600,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		return res, fmt.Errorf("%w: phase %q: nil function", ErrInvalidArgument, name)
 	}
 	if budget == 0 {
-		budget = s.phaseBudgets[name]
+		budget = s.cfg.policy.PhaseBudgets[name]
 	}
 	if budget < 0 {
 		return res, fmt.Errorf("%w: phase %q: negative budget %v", ErrInvalidArgument, name, budget)
@@ -609,16 +612,16 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		actx, cancel := context.WithCancelCause(s.ctx)
 		at := &phaseAttempt{cancel: cancel}
 		w.mu.Lock()
-		if s.attempt != nil {
+		if s.r().attempt != nil {
 			w.mu.Unlock()
 			cancel(nil)
 			return res, fmt.Errorf("%w: session %q: phase %q: another RunPhase is running on this session", ErrInvalidArgument, s.id, name)
 		}
-		s.attempt = at
-		s.backingOff = false
+		s.rw().attempt = at
+		s.rare.backingOff = false
 		if attempt > 1 {
 			// Each attempt gets a whole idle window.
-			s.observedSince = w.clock.Now().UTC()
+			s.since = toNanos(w.clock.Now())
 		}
 		w.mu.Unlock()
 		var pmu sync.Mutex
@@ -642,8 +645,8 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		over = true
 		pmu.Unlock()
 		w.mu.Lock()
-		if s.attempt == at {
-			s.attempt = nil
+		if r := s.r(); r.attempt == at {
+			r.attempt = nil // r is s.rare: set above
 		}
 		w.mu.Unlock()
 		cause := context.Cause(actx)
@@ -676,7 +679,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		if failedAt.IsZero() {
 			failedAt = w.clock.Now()
 		}
-		budgetN := s.recoveryBudget
+		budgetN := s.cfg.recoveryBudget
 		if retries >= budgetN {
 			e := w.event(s, KindRecoveryBudgetExceeded, failedAt)
 			e.Phase, e.Attempt, e.Reason, e.StopReasonCode = name, attempt, v.Reason, StopRecoveryBudgetExceeded
@@ -685,7 +688,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 			return res, fmt.Errorf("%w: phase %q after %d attempts: %w", ErrRecoveryBudgetExceeded, name, attempt, v)
 		}
 		retries++
-		backoff := s.recoveryBackoff << min(retries-1, 20)
+		backoff := s.cfg.recoveryBackoff << min(retries-1, 20)
 		e := w.event(s, KindRetry, failedAt)
 		e.Phase, e.Attempt, e.Reason = name, attempt+1, v.Reason
 		e.LimitSeconds = backoff.Seconds()
@@ -693,11 +696,11 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		w.log.Info("watchdog: retrying phase", zap.String("session_id", s.id), zap.String("phase", name),
 			zap.Int("attempt", attempt+1), zap.String("reason", v.Reason), zap.Duration("backoff", backoff))
 		w.mu.Lock()
-		s.backingOff = true // waiting to retry is not idleness
+		s.rw().backingOff = true // waiting to retry is not idleness
 		w.mu.Unlock()
 		err = w.sleepUntil(s.ctx, failedAt.Add(backoff))
 		w.mu.Lock()
-		s.backingOff = false
+		s.rare.backingOff = false
 		w.mu.Unlock()
 		if err != nil {
 			res.StopReasonCode = StopCanceled

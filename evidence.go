@@ -44,9 +44,31 @@ type chanState struct {
 // output. A channel outside the session's channels is ignored. Touching a
 // session whose window has ended has no effect on any verdict.
 func (s *Session) Touch(ch Channel) {
-	if uint(ch) < uint(len(s.ev)) {
-		s.mark(&s.ev[ch])
+	if uint(ch) < uint(len(s.evBuf)) {
+		s.mark(&s.evBuf[ch])
+	} else if c := s.chanAt(ch); c != nil {
+		s.mark(c)
 	}
+}
+
+// chanAt returns channel ch's evidence, or nil for a channel the session
+// does not have.
+func (s *Session) chanAt(ch Channel) *chanState {
+	if uint(ch) < uint(len(s.evBuf)) {
+		return &s.evBuf[ch]
+	}
+	if s.evx != nil && uint(ch)-uint(len(s.evBuf)) < uint(len(*s.evx)) {
+		return &(*s.evx)[uint(ch)-uint(len(s.evBuf))]
+	}
+	return nil
+}
+
+// numChannels is the number of the session's evidence channels.
+func (s *Session) numChannels() int {
+	if s.evx != nil {
+		return len(s.evBuf) + len(*s.evx)
+	}
+	return len(s.evBuf)
 }
 
 func (s *Session) mark(c *chanState) {
@@ -64,10 +86,10 @@ func (s *Session) mark(c *chanState) {
 // keep it alive. It reports whether the heartbeat counted. Lock-free and free
 // of allocations.
 func (s *Session) Progress(ch Channel, value uint64) bool {
-	if uint(ch) >= uint(len(s.ev)) {
+	c := s.chanAt(ch)
+	if c == nil {
 		return false
 	}
-	c := &s.ev[ch]
 	for {
 		p := c.progress.Load()
 		if value <= p {
@@ -88,7 +110,7 @@ func (s *Session) Channel(name string) (Channel, error) {
 			return Channel(i), nil
 		}
 	}
-	for i, n := range s.channels {
+	for i, n := range s.cfg.policy.Channels {
 		if n == name {
 			return Channel(len(builtinChannels) + i), nil
 		}
@@ -100,7 +122,7 @@ func (s *Session) channelName(i int) string {
 	if i < len(builtinChannels) {
 		return builtinChannels[i]
 	}
-	return s.channels[i-len(builtinChannels)]
+	return s.cfg.policy.Channels[i-len(builtinChannels)]
 }
 
 // Writer returns an io.Writer that records evidence on ch for every non-empty
@@ -151,13 +173,14 @@ func (s *Session) BeginChildWait() *ChildWait {
 	w := s.w
 	now := w.clock.Now()
 	w.mu.Lock()
-	if s.waits.open == 0 {
-		s.waits.openSince = now
+	cw := &s.rw().waits
+	if cw.open == 0 {
+		cw.openSince = now
 	}
-	s.waits.open++
+	cw.open++
 	due := int64(math.MaxInt64)
-	if c := s.limits.ChildWaitCeiling; c > 0 && s.state.Load() == stateRunning && !s.acting {
-		due = toNanos(now.Add(c - s.waits.closed).Add(time.Nanosecond))
+	if c := s.cfg.limits.ChildWaitCeiling; c > 0 && s.state.Load() == stateRunning && !s.r().acting {
+		due = toNanos(now.Add(c - cw.closed).Add(time.Nanosecond))
 		w.pullInLocked(s, due)
 	}
 	w.mu.Unlock()
@@ -175,7 +198,7 @@ func (c *ChildWait) End() {
 	w := c.s.w
 	now := w.clock.Now()
 	w.mu.Lock()
-	cw := &c.s.waits
+	cw := &c.s.rw().waits
 	if cw.open--; cw.open == 0 {
 		cw.closed += max(now.Sub(cw.openSince), 0)
 		cw.openSince = time.Time{}
@@ -201,12 +224,28 @@ type EvidenceEntry struct {
 
 // snapshot reads the session for the decision. Called with w.mu held.
 func (s *Session) snapshot() decide.Snapshot {
-	chs := make([]decide.Channel, len(s.ev))
-	for i := range s.ev {
-		chs[i] = decide.Channel{Last: s.ev[i].last.Load(), Count: s.ev[i].count.Load()}
+	return s.snapshotInto(make([]decide.Channel, s.numChannels()))
+}
+
+// snapshotLocked is snapshot with its channels in the Watchdog's scratch
+// buffer: the result is valid only until w.mu is released or the next
+// snapshotLocked. Called with w.mu held.
+func (s *Session) snapshotLocked() decide.Snapshot {
+	n := s.numChannels()
+	if n > len(s.w.scratch) {
+		return s.snapshot()
 	}
+	return s.snapshotInto(s.w.scratch[:n])
+}
+
+func (s *Session) snapshotInto(chs []decide.Channel) decide.Snapshot {
+	for i := range chs {
+		c := s.chanAt(Channel(i))
+		chs[i] = decide.Channel{Last: c.last.Load(), Count: c.count.Load()}
+	}
+	r := s.r()
 	var until time.Time
-	for _, l := range s.bounded {
+	for _, l := range r.bounded {
 		end := l.deadline.Add(l.grace)
 		if l.state == layerFired {
 			end = time.Unix(0, l.item.Due) // the grace runs from the fire
@@ -216,21 +255,21 @@ func (s *Session) snapshot() decide.Snapshot {
 		}
 	}
 	var grace time.Time
-	if s.ev[ChannelStdout].last.Load() == decide.Never {
-		grace = s.graceUntil // the grace ends at the first output
+	if s.evBuf[ChannelStdout].last.Load() == decide.Never {
+		grace = r.graceUntil // the grace ends at the first output
 	}
 	return decide.Snapshot{
-		BoundedWork:        len(s.bounded),
+		BoundedWork:        len(r.bounded),
 		BoundedUntil:       until,
-		Waiting:            s.waiter != nil || s.backingOff,
+		Waiting:            r.waiter != nil || r.backingOff,
 		SessionStartedAt:   s.sessionStartedAt,
 		WindowStartedAt:    s.windowStartedAt,
-		ObservedSince:      s.observedSince,
+		ObservedSince:      s.observedSince(),
 		GraceUntil:         grace,
 		Channels:           chs,
-		ChildWait:          s.waits.closed,
-		ChildWaitOpenSince: s.waits.openSince,
-		State:              s.rules,
+		ChildWait:          r.waits.closed,
+		ChildWaitOpenSince: r.waits.openSince,
+		State:              r.rules,
 	}
 }
 

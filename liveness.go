@@ -42,7 +42,7 @@ type livenessState struct {
 // end cause if it has ended. Safe for concurrent use.
 func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err error) {
 	declared := false
-	for _, r := range s.policy.LivenessRules {
+	for _, r := range s.cfg.policy.LivenessRules {
 		declared = declared || r == rule
 	}
 	if !declared {
@@ -58,36 +58,37 @@ func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err err
 		w.mu.Unlock()
 		return false, cause
 	}
-	if s.liveness == nil {
-		s.liveness = make(map[string]*livenessState)
+	r := s.rw()
+	if r.liveness == nil {
+		r.liveness = make(map[string]*livenessState)
 	}
-	st := s.liveness[rule]
+	st := r.liveness[rule]
 	if st == nil {
 		st = &livenessState{}
-		s.liveness[rule] = st
+		r.liveness[rule] = st
 	}
 	switch {
 	case !stale:
 		*st = livenessState{}
-	case st.advised || s.acting || (!st.dueAt.IsZero() && now.Before(st.dueAt)):
+	case st.advised || r.acting || (!st.dueAt.IsZero() && now.Before(st.dueAt)):
 		// already advised for this episode, being acted on, or too early
 		// to count: the settle interval spaces the observations
 	default:
 		st.stale++
-		st.dueAt = now.Add(s.limits.SettleInterval)
+		st.dueAt = now.Add(s.cfg.limits.SettleInterval)
 		sn := s.snapshot()
-		if st.stale < s.limits.SettleChecks {
+		if st.stale < s.cfg.limits.SettleChecks {
 			e := w.event(s, KindVerdict, now)
 			e.Verdict, e.Rule, e.ActiveChannel = VerdictContinue, rule, "none"
-			e.SettleCount, e.SettleChecks = st.stale, s.limits.SettleChecks
+			e.SettleCount, e.SettleChecks = st.stale, s.cfg.limits.SettleChecks
 			e.EvidenceSummary = s.summary(sn, now)
 			w.rec.enqueue(e)
 			break
 		}
 		decided = true
-		mode := s.policy.RuleModes[rule]
+		mode := s.cfg.policy.RuleModes[rule]
 		if mode == "" {
-			mode = s.policy.Mode
+			mode = s.cfg.policy.Mode
 		}
 		if mode == "" {
 			mode = ModeAct
@@ -96,7 +97,7 @@ func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err err
 		dec.Verdict, dec.Rule, dec.Mode, dec.Reason = VerdictHardStop, rule, mode, ReasonLivenessFailed
 		recoverable := true
 		dec.Recoverable = &recoverable
-		dec.SettleCount, dec.SettleChecks = st.stale, s.limits.SettleChecks
+		dec.SettleCount, dec.SettleChecks = st.stale, s.cfg.limits.SettleChecks
 		dec.EvidenceSummary = s.summary(sn, now)
 		dec.ActiveChannel = "none"
 		w.rec.enqueue(dec)
@@ -105,15 +106,15 @@ func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err err
 			break
 		}
 		*st = livenessState{}
-		ve := &VerdictError{SessionID: s.id, Window: s.window, Rule: rule, Reason: ReasonLivenessFailed,
+		ve := &VerdictError{SessionID: s.id, Window: int(s.window), Rule: rule, Reason: ReasonLivenessFailed,
 			FiredAt: now.UTC(), Recoverable: true, DecisionID: dec.ID, Evidence: dec.EvidenceSummary,
-			Elapsed: now.Sub(s.windowStartedAt), Budget: s.limits.WallClock}
+			Elapsed: now.Sub(s.windowStartedAt), Budget: s.cfg.limits.WallClock}
 		if w.action == nil {
-			w.endLocked(s, ve, sn, now)
+			w.endLocked(s, ve, sn, dec.EvidenceSummary, now)
 			fired = &firing{s, ve}
 			break
 		}
-		s.acting = true
+		r.acting = true
 		w.heap.Remove(&s.item)
 		act = &actItem{s: s, v: ve, noRecheck: true}
 	}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -385,6 +387,33 @@ func validMode(field string, m Mode) error {
 }
 
 // limits resolves p (already validated) into the decision's limits.
+// same reports whether p and q are the same policy: equal durations, numbers
+// and modes, and the very same maps and slices (not merely equal contents).
+// A Policy passed by value to every Start, which is how a fleet is started,
+// is the same each time. Keep it in step with the fields of Policy
+// (TestPolicySameCoversEveryField checks it).
+func (p *Policy) same(q *Policy) bool {
+	return p.WallClock == q.WallClock && p.SessionCeiling == q.SessionCeiling &&
+		p.ChildrenWaitCeiling == q.ChildrenWaitCeiling && p.IdleWindow == q.IdleWindow &&
+		p.EvidenceTTL == q.EvidenceTTL && p.StartupGrace == q.StartupGrace &&
+		p.MaxIdleDeferral == q.MaxIdleDeferral && p.SettleChecks == q.SettleChecks &&
+		p.SettleInterval == q.SettleInterval && p.Mode == q.Mode &&
+		maps.Equal(p.RuleModes, q.RuleModes) && slices.Equal(p.Channels, q.Channels) &&
+		maps.Equal(p.PhaseBudgets, q.PhaseBudgets) && p.IterationBudget == q.IterationBudget &&
+		p.HandlerGrace == q.HandlerGrace && p.RecoveryBudget == q.RecoveryBudget &&
+		p.RecoveryBackoff == q.RecoveryBackoff && slices.Equal(p.LivenessRules, q.LivenessRules)
+}
+
+// clone returns p with its own copies of its maps and slices, so that a
+// caller changing them later does not change a session's policy.
+func (p Policy) clone() Policy {
+	p.RuleModes = maps.Clone(p.RuleModes)
+	p.Channels = slices.Clone(p.Channels)
+	p.PhaseBudgets = maps.Clone(p.PhaseBudgets)
+	p.LivenessRules = slices.Clone(p.LivenessRules)
+	return p
+}
+
 func (p Policy) limits() decide.Limits {
 	l := decide.Limits{
 		WallClock:        p.WallClock,

@@ -28,8 +28,7 @@ type recorder struct {
 	retryMax time.Duration
 
 	mu      sync.Mutex
-	queue   []Event // queue[head:] is not yet recorded, in enqueue order
-	head    int
+	queue   eventQueue       // not yet recorded, in enqueue order
 	blocked map[string]*lane // sessions backing off after a failed append
 	refused []error          // permanent refusals other than a lost race
 
@@ -41,6 +40,7 @@ type recorder struct {
 	cancel   context.CancelFunc
 
 	timer *clock.Timer // retry wake-up; owned by the recorder goroutine
+	one   [1]Event     // Append's argument; owned by the goroutine that attempts
 
 	onEvent func(Event) // Observer.OnEvent, called after each successful append
 }
@@ -75,7 +75,20 @@ func newRecorder(c config) *recorder {
 // store; it may be called with the Watchdog's lock held.
 func (r *recorder) enqueue(e Event) {
 	r.mu.Lock()
-	r.queue = append(r.queue, e)
+	r.queue.push(e)
+	r.mu.Unlock()
+	r.poke()
+}
+
+// hold takes the queue's lock for a scheduler pass; until release, pushHeld
+// adds events without locking. Lock order: the Watchdog's mu, then r.mu.
+func (r *recorder) hold() { r.mu.Lock() }
+
+// pushHeld adds e to the queue; only between hold and release.
+func (r *recorder) pushHeld(e Event) { r.queue.push(e) }
+
+// release ends hold and wakes the recorder goroutine.
+func (r *recorder) release() {
 	r.mu.Unlock()
 	r.poke()
 }
@@ -92,9 +105,9 @@ func (r *recorder) pending(id string) []Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []Event
-	for _, e := range r.queue[r.head:] {
-		if e.AggregateID == id {
-			out = append(out, e)
+	for i := r.queue.head; i < r.queue.end; i++ {
+		if e := r.queue.at(i); e.AggregateID == id {
+			out = append(out, *e)
 		}
 	}
 	return out
@@ -147,23 +160,24 @@ func (r *recorder) drain() {
 	}
 	r.mu.Unlock()
 	r.mu.Lock()
-	i := r.head
+	i := r.queue.head
 	r.mu.Unlock()
 	for {
 		r.mu.Lock()
-		for i < len(r.queue) && r.blocked[r.queue[i].AggregateID] != nil {
+		for i < r.queue.end && r.blocked[r.queue.at(i).AggregateID] != nil {
 			i++
 		}
-		if i >= len(r.queue) {
-			r.compactLocked()
+		if i >= r.queue.end {
+			r.queue.compact()
 			r.mu.Unlock()
 			break
 		}
-		e := r.queue[i]
+		e := *r.queue.at(i)
 		r.mu.Unlock()
 		if r.attempt(e, false) {
 			r.mu.Lock()
-			r.removeLocked(i) // only this goroutine removes, so i is still e's index
+			delete(r.blocked, e.AggregateID) // recorded: the session's lane is clear
+			r.removeLocked(i)                // only this goroutine removes, so i is still e's index
 			r.mu.Unlock()
 		}
 		i++
@@ -171,36 +185,99 @@ func (r *recorder) drain() {
 	r.armRetry()
 }
 
-// removeLocked removes queue[i]: the blocked events before it (if any) move
-// up one slot, so removing from the head costs nothing.
+// removeLocked removes the event at position i: the blocked events before
+// it (if any) move up one slot, so removing from the head costs nothing.
 func (r *recorder) removeLocked(i int) {
-	copy(r.queue[r.head+1:i+1], r.queue[r.head:i])
-	r.queue[r.head] = Event{}
-	r.head++
+	q := &r.queue
+	for j := i; j > q.head; j-- {
+		*q.at(j) = *q.at(j - 1)
+	}
+	q.popFront()
 }
 
-// compactLocked releases the space of recorded events.
-func (r *recorder) compactLocked() {
-	if r.head == len(r.queue) {
-		r.queue, r.head = r.queue[:0], 0
+// eventQueue is the recorder's FIFO, addressed by stable positions: the
+// events at positions [head, end) are queued. It is stored in fixed-size
+// chunks, so that growing it never copies the events already queued: an
+// Event is over 500 bytes, and a contiguous slice, regrown under the lock
+// while a slow store let events pile up, copied hundreds of megabytes and
+// held the scheduler up for a second at 100,000 fires. Positions change only
+// in compact, which the recorder goroutine calls between passes.
+type eventQueue struct {
+	chunks [][]Event // chunks[k][j] is position off + k*queueChunk + j
+	off    int
+	head   int
+	end    int
+	spares [][]Event // drained chunks (all zero) kept for reuse, at most maxSpares
+}
+
+// maxSpares bounds the drained chunks a queue keeps (about 1 MB): enough to
+// ride out a recorder that falls behind for a while without allocating.
+const maxSpares = 8
+
+const queueChunk = 256
+
+func (q *eventQueue) at(i int) *Event {
+	i -= q.off
+	return &q.chunks[i/queueChunk][i%queueChunk]
+}
+
+func (q *eventQueue) push(e Event) {
+	if q.end-q.off == len(q.chunks)*queueChunk {
+		var c []Event
+		if n := len(q.spares); n > 0 {
+			c, q.spares[n-1] = q.spares[n-1], nil
+			q.spares = q.spares[:n-1]
+		} else {
+			c = make([]Event, queueChunk)
+		}
+		q.chunks = append(q.chunks, c)
+	}
+	*q.at(q.end) = e
+	q.end++
+}
+
+// popFront removes the event at head, releasing chunks left behind.
+func (q *eventQueue) popFront() {
+	*q.at(q.head) = Event{}
+	q.head++
+	if q.head-q.off == queueChunk {
+		if len(q.spares) < maxSpares {
+			q.spares = append(q.spares, q.chunks[0]) // every slot was zeroed as it was popped
+		}
+		q.chunks[0] = nil
+		q.chunks = q.chunks[1:]
+		q.off += queueChunk
+	}
+}
+
+// compact restarts positions at zero when the queue is empty, keeping one
+// chunk.
+func (q *eventQueue) compact() {
+	if q.head != q.end {
 		return
 	}
-	if r.head > 1024 && r.head > len(r.queue)/2 {
-		n := copy(r.queue, r.queue[r.head:])
-		clear(r.queue[n:])
-		r.queue, r.head = r.queue[:n], 0
+	for len(q.chunks) > 1 { // empty chunks beyond the first
+		c := q.chunks[len(q.chunks)-1]
+		q.chunks[len(q.chunks)-1] = nil
+		q.chunks = q.chunks[:len(q.chunks)-1]
+		if len(q.spares) < maxSpares {
+			q.spares = append(q.spares, c)
+		}
 	}
+	q.off, q.head, q.end = 0, 0, 0
 }
 
 // attempt appends e. It reports whether e left the queue (recorded, or
 // refused for good). On a transient failure e's session backs off.
 func (r *recorder) attempt(e Event, final bool) bool {
-	err := r.store.Append(r.ctx, e)
+	// A reused one-element slice: the variadic argument would escape to the
+	// heap, one Event copy per append.
+	r.one[0] = e
+	err := r.store.Append(r.ctx, r.one[:]...)
+	r.one[0] = Event{}
 	switch {
 	case err == nil:
-		r.mu.Lock()
-		delete(r.blocked, e.AggregateID)
-		r.mu.Unlock()
+		// drain clears e's lane as it removes e; close ignores lanes.
 		if r.onEvent != nil {
 			r.onEvent(e)
 		}
@@ -277,8 +354,11 @@ func (r *recorder) close(ctx context.Context) error {
 	}
 
 	r.mu.Lock()
-	queue := r.queue[r.head:]
-	r.queue, r.head = nil, 0
+	var queue []Event
+	for i := r.queue.head; i < r.queue.end; i++ {
+		queue = append(queue, *r.queue.at(i))
+	}
+	r.queue = eventQueue{}
 	clear(r.blocked)
 	r.mu.Unlock()
 	var kept []Event

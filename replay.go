@@ -187,7 +187,7 @@ func describe(v decide.Verdict, extra []string) string {
 	if !v.Record {
 		return "CONTINUE (nothing due)"
 	}
-	s := &Session{channels: extra}
+	s := &Session{cfg: &sessionConfig{policy: Policy{Channels: extra}}}
 	settle := 0
 	if !v.Deferred {
 		settle = v.State.StaleChecks

@@ -62,7 +62,7 @@ type dueWork struct {
 
 func (s *Session) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 	d.popped = true
-	if s.state.Load() != stateRunning || s.acting {
+	if s.state.Load() != stateRunning || s.r().acting {
 		return
 	}
 	f, a := w.decideLocked(s, now)
@@ -84,6 +84,11 @@ func (w *Watchdog) runDue() {
 	w.coarse.refresh(nowNs)
 	var d dueWork
 	w.mu.Lock()
+	// The pass holds the recorder's queue: its events go in without a lock
+	// round trip each (contended by the recorder goroutine, that cost more
+	// than the decisions at 100,000 fires), in order, before w.mu is released.
+	w.rec.hold()
+	w.passing = true
 	// Pop every due item first: whatever a handler pushes back during
 	// this pass waits for the next one, so a pass always ends.
 	due := w.popped[:0]
@@ -98,6 +103,8 @@ func (w *Watchdog) runDue() {
 		due[i] = nil
 	}
 	w.popped = due[:0]
+	w.passing = false
+	w.rec.release()
 	w.mu.Unlock()
 	w.rearm()
 	for _, f := range d.fired {
@@ -112,12 +119,24 @@ func (w *Watchdog) runDue() {
 	if d.popped && w.obs.OnSchedulerTick != nil {
 		w.obs.OnSchedulerTick(d.lateness)
 	}
-	fired := d.fired
-	for _, f := range fired {
+	if len(d.fired) == 0 || !w.log.Core().Enabled(zap.InfoLevel) { // no fields built when disabled
+		return
+	}
+	for _, f := range d.fired {
 		w.log.Info("watchdog: session cancelled", zap.String("session_id", f.s.id),
-			zap.Int("window", f.s.window), zap.String("reason", f.v.Reason),
+			zap.Int("window", int(f.s.window)), zap.String("reason", f.v.Reason),
 			zap.Duration("measure", f.v.Elapsed), zap.Duration("limit", f.v.Budget))
 	}
+}
+
+// enqueueLocked hands e to the recorder; during a scheduler pass, into the
+// queue the pass holds. Called with w.mu held.
+func (w *Watchdog) enqueueLocked(e Event) {
+	if w.passing {
+		w.rec.pushHeld(e)
+		return
+	}
+	w.rec.enqueue(e)
 }
 
 // decideLocked decides session s at now and applies the verdict: a Continue
@@ -127,34 +146,35 @@ func (w *Watchdog) runDue() {
 // w.mu held.
 func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
 	for {
-		sn := s.snapshot()
-		v := decide.Decide(s.limits, sn, now)
+		sn := s.snapshotLocked() // used under w.mu only: the summary copies it
+		v := decide.Decide(s.cfg.limits, sn, now)
 		switch v.Action {
 		case decide.Advise:
-			w.rec.enqueue(w.decisionEvent(s, sn, v, now, ModeShadow))
-			s.rules = v.State
-			s.rules.Advised = s.rules.Advised.With(v.Rule)
+			w.enqueueLocked(w.decisionEvent(s, sn, v, now, ModeShadow))
+			r := s.rw()
+			r.rules = v.State
+			r.rules.Advised = r.rules.Advised.With(v.Rule)
 			continue
 		case decide.Act:
 			dec := w.decisionEvent(s, sn, v, now, ModeAct)
-			w.rec.enqueue(dec)
-			s.rules = v.State
+			w.enqueueLocked(dec)
+			s.setRules(v.State)
 			ve := &VerdictError{
-				SessionID: s.id, Window: s.window, Rule: ruleNames[v.Rule], Reason: v.Rule.Reason(),
+				SessionID: s.id, Window: int(s.window), Rule: ruleNames[v.Rule], Reason: v.Rule.Reason(),
 				Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: now.UTC(),
 				Recoverable: v.Rule.Recoverable(), DecisionID: dec.ID, Evidence: dec.EvidenceSummary,
 			}
-			if ve.Recoverable && s.attempt != nil {
+			if ve.Recoverable && s.r().attempt != nil {
 				// A recovery layer runs this attempt: end the attempt,
 				// not the window, and measure idleness afresh.
 				w.cancelAttemptLocked(s, ve, now)
 				return nil, nil
 			}
 			if w.action == nil {
-				w.endLocked(s, ve, sn, now)
+				w.endLocked(s, ve, sn, dec.EvidenceSummary, now) // same snapshot and instant as the decision
 				return &firing{s, ve}, nil
 			}
-			s.acting = true
+			s.rw().acting = true
 			return nil, &actItem{s: s, v: ve, pre: sn.State}
 		default:
 			w.continueLocked(s, sn, v, now)
@@ -165,9 +185,9 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
 
 // continueLocked applies a Continue verdict. Called with w.mu held.
 func (w *Watchdog) continueLocked(s *Session, sn decide.Snapshot, v decide.Verdict, now time.Time) {
-	s.rules = v.State
+	s.setRules(v.State)
 	if v.Record {
-		w.rec.enqueue(w.verdictEvent(s, sn, v, now))
+		w.enqueueLocked(w.verdictEvent(s, sn, v, now))
 	}
 	if !v.Next.IsZero() {
 		// Never due again at the instant just decided: the next look is
@@ -186,12 +206,13 @@ func (w *Watchdog) pullInLocked(s *Session, due int64) {
 }
 
 // endLocked ends s's window with verdict ve and records the cancel event,
-// linked to the decision. The caller cancels the context after unlocking.
-// Called with w.mu held.
-func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, now time.Time) {
+// linked to the decision. summary is the evidence summary of sn at now if the
+// caller has it already (nil: computed here). The caller cancels the context
+// after unlocking. Called with w.mu held.
+func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, summary []EvidenceEntry, now time.Time) {
 	s.state.Store(stateEnded)
 	s.endCause = ve
-	s.acting = false
+	s.clearActing()
 	delete(w.sessions, s.id)
 	w.heap.Remove(&s.item)
 	s.dropWaiterLocked()
@@ -200,24 +221,27 @@ func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, n
 	e.Verdict, e.Rule, e.DecidedByDecisionID = VerdictHardStop, ve.Rule, ve.DecisionID
 	e.Recoverable = &ve.Recoverable
 	e.MeasureSeconds, e.LimitSeconds = ve.Elapsed.Seconds(), ve.Budget.Seconds()
-	e.EvidenceSummary = s.summary(sn, now)
+	if summary == nil {
+		summary = s.summary(sn, now)
+	}
+	e.EvidenceSummary = summary
 	e.ChildrenWaitSeconds = s.childWait(sn, now).Seconds()
-	w.rec.enqueue(e)
+	w.enqueueLocked(e)
 }
 
 // cancelAttemptLocked ends the running RunPhase attempt with verdict ve and
 // records the outcome. Called with w.mu held.
 func (w *Watchdog) cancelAttemptLocked(s *Session, ve *VerdictError, now time.Time) {
-	at := s.attempt
-	s.attempt = nil
+	at := s.rare.attempt // the caller saw it set
+	s.rare.attempt = nil
 	e := w.event(s, KindAttemptCancelled, now)
 	e.Reason, e.Rule, e.Verdict, e.DecidedByDecisionID = ve.Reason, ve.Rule, VerdictHardStop, ve.DecisionID
 	e.Recoverable = &ve.Recoverable
 	e.MeasureSeconds, e.LimitSeconds = ve.Elapsed.Seconds(), ve.Budget.Seconds()
-	w.rec.enqueue(e)
-	s.observedSince = now.UTC()
-	s.rules = decide.State{Advised: s.rules.Advised}
-	v := decide.Decide(s.limits, s.snapshot(), now)
+	w.enqueueLocked(e)
+	s.since = toNanos(now)
+	s.setRules(decide.State{Advised: s.r().rules.Advised})
+	v := decide.Decide(s.cfg.limits, s.snapshotLocked(), now)
 	if !v.Next.IsZero() {
 		w.heap.Push(&s.item, toNanos(v.Next))
 	}
@@ -226,11 +250,11 @@ func (w *Watchdog) cancelAttemptLocked(s *Session, ve *VerdictError, now time.Ti
 
 // dropWaiterLocked disarms the waiting watchdog when the window ends.
 func (s *Session) dropWaiterLocked() {
-	if s.waiter != nil {
-		s.w.heap.Remove(&s.waiter.item)
-		s.waiter = nil
+	if r := s.rare; r != nil && r.waiter != nil {
+		s.w.heap.Remove(&r.waiter.item)
+		r.waiter = nil
 	}
-	s.waitGen++
+	s.gen++
 }
 
 func (s *Session) childWait(sn decide.Snapshot, now time.Time) time.Duration {
@@ -251,7 +275,7 @@ func (w *Watchdog) verdictEvent(s *Session, sn decide.Snapshot, v decide.Verdict
 	e.ActiveChannel = activeName(s, v.ActiveChannel)
 	e.HandlersInFlight, e.Waiting, e.ObservedSince, e.GraceUntil = sn.BoundedWork, sn.Waiting, sn.ObservedSince, sn.GraceUntil
 	if !v.Deferred {
-		e.SettleCount, e.SettleChecks = v.State.StaleChecks, s.limits.SettleChecks
+		e.SettleCount, e.SettleChecks = v.State.StaleChecks, s.cfg.limits.SettleChecks
 	}
 	return e
 }
@@ -280,7 +304,7 @@ func (w *Watchdog) decisionEvent(s *Session, sn decide.Snapshot, v decide.Verdic
 	e.ChildrenWaitSeconds = s.childWait(sn, now).Seconds()
 	e.HandlersInFlight, e.Waiting, e.ObservedSince, e.GraceUntil = sn.BoundedWork, sn.Waiting, sn.ObservedSince, sn.GraceUntil
 	if v.Rule == decide.RuleIdle {
-		e.SettleCount, e.SettleChecks = s.limits.SettleChecks, s.limits.SettleChecks
+		e.SettleCount, e.SettleChecks = s.cfg.limits.SettleChecks, s.cfg.limits.SettleChecks
 	}
 	return e
 }
@@ -470,16 +494,16 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 	// rules' memory as it was just before the decision.
 	sn := s.snapshot()
 	sn.State = it.pre
-	v := decide.Decide(s.limits, sn, now)
+	v := decide.Decide(s.cfg.limits, sn, now)
 	if !it.noRecheck && (v.Action != decide.Act || ruleNames[v.Rule] != it.v.Rule) {
-		s.acting = false
+		s.clearActing()
 		e := w.event(s, KindSuperseded, now)
 		e.Rule, e.Reason, e.DecidedByDecisionID = it.v.Rule, it.v.Reason, it.v.DecisionID
 		e.EvidenceSummary = s.summary(sn, now)
 		w.rec.enqueue(e)
 		// Then decide afresh, as the scheduler would: a Continue is
 		// rescheduled, a shadow rule advises, another rule may act.
-		s.rules = it.pre
+		s.setRules(it.pre)
 		_, again := w.decideLocked(s, now)
 		w.mu.Unlock()
 		w.armIfEarlier(toNanos(now) + 1)
@@ -500,12 +524,12 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 		w.mu.Unlock()
 		return
 	}
-	s.acting = false
+	s.clearActing()
 	if err != nil {
 		e := w.event(s, KindActionFailed, now)
 		e.Rule, e.Reason, e.DecidedByDecisionID, e.Error = it.v.Rule, it.v.Reason, it.v.DecisionID, err.Error()
 		w.rec.enqueue(e)
-		due := toNanos(now.Add(s.limits.SettleInterval))
+		due := toNanos(now.Add(s.cfg.limits.SettleInterval))
 		w.heap.Push(&s.item, due)
 		w.mu.Unlock()
 		w.armIfEarlier(due)
@@ -514,7 +538,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 			zap.String("decision_id", it.v.DecisionID), zap.Error(err))
 		return
 	}
-	w.endLocked(s, it.v, sn, now)
+	w.endLocked(s, it.v, sn, nil, now)
 	w.mu.Unlock()
 	s.cancel(it.v)
 	w.log.Info("watchdog: session stopped by action", zap.String("session_id", s.id),

@@ -82,12 +82,16 @@ type Watchdog struct {
 	idPrefix string
 	idSeq    atomic.Uint64
 
+	lastConfig atomic.Pointer[sessionConfig] // the latest policy's, shared while it repeats
+
 	mu       sync.Mutex // guards sessions, heap, closed
 	sessions map[string]*Session
 	heap     sched.Heap[timed]
 	layers   map[*layer]struct{} // in-flight deadline layers
 	popped   []timed             // scratch of runDue
 	closed   bool
+	passing  bool                        // a scheduler pass holds the recorder's queue (see enqueueLocked)
+	scratch  [MaxChannels]decide.Channel // snapshotLocked's buffer; guarded by mu
 
 	timerMu sync.Mutex // guards timer, armed, armedAt; taken before mu, never inside it
 	timer   *clock.Timer
@@ -169,42 +173,146 @@ const (
 type Session struct {
 	w      *Watchdog
 	id     string
-	parent context.Context
+	cfg    *sessionConfig // resolved policy; shared by sessions with the same Policy
+	vctx   sessionCtx     // the value context under ctx: parent plus this Session
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	limits decide.Limits
 
 	sessionStartedAt time.Time
 	windowStartedAt  time.Time
-	window           int
 
 	state    atomic.Uint32 // written under w.mu
-	endCause error         // why the window ended; written under w.mu with stateEnded
+	window   int32
+	endCause error // why the window ended; written under w.mu with stateEnded
 	item     sched.Item[timed]
 
-	ev       []chanState  // evidence, indexed by Channel
-	channels []string     // names of the policy's extra channels
-	waits    childWaits   // guarded by w.mu
-	rules    decide.State // the rules' memory; guarded by w.mu
-	acting   bool         // a decision waits for the action goroutine; guarded by w.mu
-
-	observedSince time.Time // idle floor: evidence before it does not count; guarded by w.mu
-	graceUntil    time.Time // end of the startup grace (zero: none); guarded by w.mu
-	backingOff    bool      // RunPhase waits between attempts: the idle rule is suspended; guarded by w.mu
-
-	grace           time.Duration            // Policy.HandlerGrace, resolved
-	phaseBudgets    map[string]time.Duration // Policy.PhaseBudgets
-	iterationBudget time.Duration            // Policy.IterationBudget
-	recoveryBudget  int                      // resolved retries
-	recoveryBackoff time.Duration            // resolved
-	policy          Policy                   // as given, recorded on start and resume events
-
-	bounded  []*layer                  // in-flight handlers with a deadline; guarded by w.mu
-	waiter   *waiter                   // armed waiting watchdog; guarded by w.mu
-	waitGen  uint64                    // guarded by w.mu
-	attempt  *phaseAttempt             // running RunPhase attempt; guarded by w.mu
-	liveness map[string]*livenessState // user liveness rules; guarded by w.mu
+	evBuf [4]chanState // the built-in channels' evidence (see chanAt)
+	evx   *[]chanState // the policy's extra channels' evidence; nil if it names none
+	since int64        // observed since (Unix ns, UTC): the idle floor, evidence before it does not count; guarded by w.mu
+	gen   uint64       // the waiting watchdog's generation; guarded by w.mu
+	rare  *sessionRare // guarded by w.mu; nil until a session uses what it holds
 }
+
+// sessionRare is the part of a Session that most sessions never use: child
+// waits, the idle and shadow rules' memory, custom actions, deadline
+// layers, the waiting watchdog and RunPhase. It is allocated on first use,
+// under w.mu, so a plain session stays small.
+type sessionRare struct {
+	waits   childWaits    // guarded by w.mu
+	rules   decide.State  // the rules' memory; guarded by w.mu
+	acting  bool          // a decision waits for the action goroutine; guarded by w.mu
+	bounded []*layer      // in-flight handlers with a deadline; guarded by w.mu
+	waiter  *waiter       // armed waiting watchdog; guarded by w.mu
+	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
+
+	graceUntil time.Time                 // end of the startup grace (zero: none)
+	backingOff bool                      // RunPhase waits between attempts: the idle rule is suspended
+	liveness   map[string]*livenessState // user liveness rules
+}
+
+// noRare stands in, read-only, for the sessionRare of a session without one.
+var noRare sessionRare
+
+// r returns s's sessionRare for reading: the zero stand-in if s has none.
+// Never write through it. Called with w.mu held.
+func (s *Session) r() *sessionRare {
+	if s.rare != nil {
+		return s.rare
+	}
+	return &noRare
+}
+
+// rw returns s's sessionRare for writing, allocating it on first use.
+// Called with w.mu held.
+func (s *Session) rw() *sessionRare {
+	if s.rare == nil {
+		s.rare = new(sessionRare)
+	}
+	return s.rare
+}
+
+// setRules stores the rules' memory. Called with w.mu held.
+func (s *Session) setRules(st decide.State) {
+	if s.rare == nil && st == (decide.State{}) {
+		return
+	}
+	s.rw().rules = st
+}
+
+// clearActing records that no decision waits for the action goroutine.
+// Called with w.mu held.
+func (s *Session) clearActing() {
+	if s.rare != nil {
+		s.rare.acting = false
+	}
+}
+
+// observedSince is the idle floor as a time. Called with w.mu held.
+func (s *Session) observedSince() time.Time {
+	if s.since == math.MinInt64 {
+		return time.Time{}
+	}
+	return time.Unix(0, s.since).UTC()
+}
+
+// sessionConfig is what a session needs from its Policy, resolved once.
+// Sessions started with the same Policy share one (see Watchdog.config), so
+// a fleet of sessions under one policy does not pay for it per session. It
+// is never modified after it is built.
+type sessionConfig struct {
+	policy          Policy // as given, recorded on start and resume events
+	limits          decide.Limits
+	grace           time.Duration // Policy.HandlerGrace, resolved
+	recoveryBudget  int           // resolved retries
+	recoveryBackoff time.Duration // resolved
+}
+
+func newSessionConfig(p Policy) *sessionConfig {
+	p = p.clone()
+	c := &sessionConfig{policy: p, limits: p.limits(), grace: p.HandlerGrace,
+		recoveryBudget: p.RecoveryBudget, recoveryBackoff: p.RecoveryBackoff}
+	if c.grace == 0 {
+		c.grace = DefaultHandlerGrace
+	}
+	switch c.recoveryBudget {
+	case 0:
+		c.recoveryBudget = DefaultRecoveryBudget
+	case NoRetries:
+		c.recoveryBudget = 0
+	}
+	if c.recoveryBackoff == 0 {
+		c.recoveryBackoff = DefaultRecoveryBackoff
+	}
+	return c
+}
+
+// config returns the resolved config of p: the one of the previous Start or
+// Resume when p is the same policy (see Policy.same), a new one otherwise.
+func (w *Watchdog) config(p Policy) *sessionConfig {
+	if c := w.lastConfig.Load(); c != nil && c.policy.same(&p) {
+		return c
+	}
+	c := newSessionConfig(p)
+	w.lastConfig.Store(c)
+	return c
+}
+
+// sessionCtx is the session's value context, kept inside the Session to save
+// an allocation: it carries the Session for FromContext and delegates
+// everything else to the context given to Start or Resume.
+type sessionCtx struct {
+	context.Context // the parent
+	s               *Session
+}
+
+func (c *sessionCtx) Value(key any) any {
+	if key == (sessionKey{}) {
+		return c.s
+	}
+	return c.Context.Value(key)
+}
+
+func (c *sessionCtx) String() string { return "watchdog.Session(" + c.s.id + ")" }
 
 // ID returns the session id.
 func (s *Session) ID() string { return s.id }
@@ -218,7 +326,7 @@ func (s *Session) ID() string { return s.id }
 func (s *Session) Context() context.Context { return s.ctx }
 
 // Window returns the window number, from 1.
-func (s *Session) Window() int { return s.window }
+func (s *Session) Window() int { return int(s.window) }
 
 // StartedAt returns session_started_at: the session's original start, kept
 // across resumes and restarts.
@@ -228,11 +336,11 @@ func (s *Session) StartedAt() time.Time { return s.sessionStartedAt }
 func (s *Session) WindowStartedAt() time.Time { return s.windowStartedAt }
 
 // Budget returns the window's wall-clock budget (the Policy's, defaults applied).
-func (s *Session) Budget() time.Duration { return s.limits.WallClock }
+func (s *Session) Budget() time.Duration { return s.cfg.limits.WallClock }
 
 // Deadline returns the last instant the window may run: its start plus its
 // budget. The watchdog fires at the first instant after it.
-func (s *Session) Deadline() time.Time { return s.windowStartedAt.Add(s.limits.WallClock) }
+func (s *Session) Deadline() time.Time { return s.windowStartedAt.Add(s.cfg.limits.WallClock) }
 
 func validateStart(ctx context.Context, id string, p Policy) error {
 	if ctx == nil {
@@ -332,10 +440,10 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 		return nil, err
 	}
 	if ended || last == 0 {
-		s.window = last + 1
+		s.window = int32(last + 1)
 		s.windowStartedAt = w.clock.Now().UTC()
 	} else {
-		s.window = last
+		s.window = int32(last)
 		s.windowStartedAt = lastWindowStart.UTC()
 	}
 	if err := w.activate(s, KindResume, true); err != nil {
@@ -346,26 +454,17 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 }
 
 func (w *Watchdog) newSession(ctx context.Context, id string, p Policy) *Session {
-	s := &Session{w: w, id: id, parent: ctx, limits: p.limits(), channels: p.Channels,
-		grace: p.HandlerGrace, phaseBudgets: p.PhaseBudgets, iterationBudget: p.IterationBudget,
-		recoveryBudget: p.RecoveryBudget, recoveryBackoff: p.RecoveryBackoff, policy: p}
-	if s.grace == 0 {
-		s.grace = DefaultHandlerGrace
+	s := &Session{w: w, id: id, cfg: w.config(p)}
+	s.vctx = sessionCtx{ctx, s}
+	s.since = math.MinInt64
+	if len(p.Channels) > 0 {
+		x := make([]chanState, len(p.Channels))
+		s.evx = &x
 	}
-	switch s.recoveryBudget {
-	case 0:
-		s.recoveryBudget = DefaultRecoveryBudget
-	case NoRetries:
-		s.recoveryBudget = 0
+	for i := range s.numChannels() {
+		s.chanAt(Channel(i)).last.Store(decide.Never)
 	}
-	if s.recoveryBackoff == 0 {
-		s.recoveryBackoff = DefaultRecoveryBackoff
-	}
-	s.ev = make([]chanState, len(builtinChannels)+len(p.Channels))
-	for i := range s.ev {
-		s.ev[i].last.Store(decide.Never)
-	}
-	s.ctx, s.cancel = context.WithCancelCause(context.WithValue(ctx, sessionKey{}, s))
+	s.ctx, s.cancel = context.WithCancelCause(&s.vctx)
 	s.item.Value = s
 	return s
 }
@@ -417,39 +516,46 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 	}
 	w.sessions[s.id] = s
 	s.state.Store(stateRunning)
-	s.observedSince = now.UTC()
-	if g := s.limits.StartupGrace; g > 0 {
-		s.graceUntil = s.observedSince.Add(g)
+	s.since = toNanos(now)
+	if g := s.cfg.limits.StartupGrace; g > 0 {
+		s.rw().graceUntil = now.UTC().Add(g)
 	}
-	v := decide.Decide(s.limits, s.snapshot(), now)
+	v := decide.Decide(s.cfg.limits, s.snapshotLocked(), now)
 	due := toNanos(v.Next)
 	if v.Action != decide.Continue || v.Record || v.Next.IsZero() {
 		due = toNanos(now) // already due: the scheduler decides it
 	}
 	w.heap.Push(&s.item, due)
 	e := w.event(s, kind, now)
-	pol := s.policy
-	e.Policy = &pol
+	e.Policy = &s.cfg.policy // shared, never modified
 	w.rec.enqueue(e)
 	w.mu.Unlock()
 	w.armIfEarlier(due)
 	return nil
 }
 
+// newEventID returns the next event id, idPrefix followed by a sequence
+// number, with a single allocation.
+func (w *Watchdog) newEventID() string {
+	var buf [64]byte
+	b := strconv.AppendUint(append(buf[:0], w.idPrefix...), w.idSeq.Add(1), 10)
+	return string(b)
+}
+
 // event builds an event of s at now.
 func (w *Watchdog) event(s *Session, kind string, now time.Time) Event {
 	now = now.UTC()
 	return Event{
-		ID:                      w.idPrefix + strconv.FormatUint(w.idSeq.Add(1), 10),
+		ID:                      w.newEventID(),
 		AggregateType:           AggregateType,
 		AggregateID:             s.id,
 		Kind:                    kind,
-		Window:                  s.window,
+		Window:                  int(s.window),
 		SessionStartedAt:        s.sessionStartedAt,
 		WindowStartedAt:         s.windowStartedAt,
 		OccurredAt:              now,
 		ElapsedSeconds:          now.Sub(s.windowStartedAt).Seconds(),
-		ConfiguredBudgetSeconds: s.limits.WallClock.Seconds(),
+		ConfiguredBudgetSeconds: s.cfg.limits.WallClock.Seconds(),
 	}
 }
 
@@ -488,7 +594,9 @@ func (s *Session) stop(code string) (bool, error) {
 	w.rec.enqueue(e)
 	w.mu.Unlock()
 	s.cancel(ErrSessionStopped)
-	w.log.Debug("watchdog: session stopped", zap.String("session_id", s.id), zap.Int("window", s.window), zap.String("stop_reason_code", code))
+	if ce := w.log.Check(zap.DebugLevel, "watchdog: session stopped"); ce != nil { // no fields built when disabled
+		ce.Write(zap.String("session_id", s.id), zap.Int("window", int(s.window)), zap.String("stop_reason_code", code))
+	}
 	return true, nil
 }
 
@@ -543,7 +651,7 @@ func (w *Watchdog) Run(ctx context.Context, id string, p Policy, fn func(ctx con
 // caller's context ended) or StopFailed, and returns fn's error. A panic in fn
 // stops the session with StopFailed and is re-raised.
 func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error) {
-	res = Result{SessionID: s.id, Window: s.window}
+	res = Result{SessionID: s.id, Window: int(s.window)}
 	if fn == nil {
 		s.stop(StopFailed)
 		return res, fmt.Errorf("%w: nil function", ErrInvalidArgument)
@@ -560,7 +668,7 @@ func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error
 	code := StopCompleted
 	switch {
 	case fnErr == nil:
-	case s.parent.Err() != nil:
+	case s.vctx.Context.Err() != nil:
 		code = StopCanceled
 	default:
 		code = StopFailed

@@ -1,0 +1,417 @@
+// Command scale measures a Watchdog at scale beside the naive approaches, in
+// the same process: idle CPU with many sessions watched and nothing due, the
+// full GC cycle with them, and fire lateness (fired_at minus the due instant)
+// of many sessions due within a few seconds on the real clock, on an idle
+// machine and with CPU-bound goroutines beside it. See BENCHMARKS.md.
+//
+//	go run ./internal/cmd/scale -mode idle -n 1000000 -naive-n 100000
+//	go run ./internal/cmd/scale -mode gc -n 1000000
+//	go run ./internal/cmd/scale -mode lateness -n 100000 -busy 0,8
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"runtime/trace"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+type discardStore struct{}
+
+func (discardStore) Append(context.Context, ...watchdog.Event) error { return nil }
+func (discardStore) Load(context.Context, string) ([]watchdog.Event, error) {
+	return nil, nil
+}
+
+var (
+	mode       = flag.String("mode", "all", "idle, gc, lateness or all")
+	n          = flag.Int("n", 1_000_000, "sessions watched by the Watchdog (idle, gc)")
+	naiveN     = flag.Int("naive-n", 100_000, "sessions of the goroutine+ticker approach (idle, gc)")
+	lateN      = flag.Int("late-n", 100_000, "sessions due during the lateness run")
+	spread     = flag.Duration("spread", 2*time.Second, "the lateness run's deadlines are spread over this")
+	busy       = flag.String("busy", "0,8", "comma-separated numbers of CPU-bound goroutines beside the lateness run")
+	dur        = flag.Duration("dur", 10*time.Second, "idle CPU measuring time")
+	store      = flag.String("store", "discard", "discard or memory: the Watchdog's EventStore (idle, gc)")
+	rounds     = flag.Int("gc-rounds", 5, "timed runtime.GC calls (gc); the median is printed")
+	tickEvr    = flag.Duration("tick", time.Second, "the naive goroutine's ticker period")
+	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	traceOut   = flag.String("trace", "", "write an execution trace of the whole run to this file")
+)
+
+func main() {
+	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err != nil {
+			fatal(err)
+		}
+		if err := trace.Start(f); err != nil {
+			fatal(err)
+		}
+		defer trace.Stop()
+	}
+	fmt.Printf("# %s %s/%s GOMAXPROCS=%d NumCPU=%d\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.NumCPU())
+	switch *mode {
+	case "idle":
+		idle()
+	case "gc":
+		gcRun()
+	case "lateness":
+		lateness()
+	case "all":
+		idle()
+		gcRun()
+		lateness()
+	default:
+		fmt.Fprintln(os.Stderr, "unknown -mode", *mode)
+		os.Exit(2)
+	}
+}
+
+func newWatchdog(opts ...watchdog.Option) *watchdog.Watchdog {
+	if *store == "discard" {
+		opts = append(opts, watchdog.WithStore(discardStore{}))
+	}
+	return watchdog.New(opts...)
+}
+
+// watch starts count sessions on w whose budget does not run out during the run.
+func watch(w *watchdog.Watchdog, count int) {
+	ctx := context.Background()
+	now := time.Now()
+	pol := watchdog.Policy{WallClock: 24 * time.Hour}
+	var buf []byte
+	for i := range count {
+		buf = strconv.AppendInt(append(buf[:0], "s-"...), int64(i), 10)
+		if _, err := w.Start(ctx, string(buf), now, pol); err != nil {
+			fatal(err)
+		}
+	}
+	if err := w.Check(ctx); err != nil {
+		fatal(err)
+	}
+}
+
+// tickers starts the naive watchdog: one goroutine with a time.Ticker per
+// session. The returned function stops them.
+func tickers(count int) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(24 * time.Hour)
+	for range count {
+		sctx, scancel := context.WithCancel(ctx)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(*tickEvr)
+			defer t.Stop()
+			for {
+				select {
+				case <-sctx.Done():
+					return
+				case now := <-t.C:
+					if now.After(deadline) {
+						scancel()
+						return
+					}
+				}
+			}
+		}()
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
+// cpuTime is the process's user+system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// idleCPU measures the CPU the process uses over d while nothing is due.
+func idleCPU(d time.Duration) float64 {
+	runtime.GC()
+	time.Sleep(time.Second) // let the GC's background work finish
+	c0, t0 := cpuTime(), time.Now()
+	time.Sleep(d)
+	return float64(cpuTime()-c0) / float64(time.Since(t0)) * 100
+}
+
+func idle() {
+	fmt.Printf("\n## idle CPU over %v (%% of one core; store=%s)\n\n", *dur, *store)
+	fmt.Println("| approach | sessions | CPU % of one core | CPU per session per second |")
+	fmt.Println("| --- | ---: | ---: | ---: |")
+	row := func(name string, count int, pct float64) {
+		per := "-"
+		if count > 0 {
+			per = fmt.Sprintf("%.3f µs", pct/100*1e6/float64(count))
+		}
+		fmt.Printf("| %s | %d | %.3f | %s |\n", name, count, pct, per)
+	}
+	w := newWatchdog()
+	row("watchdog", 0, idleCPU(*dur))
+	watch(w, *n)
+	row("watchdog", *n, idleCPU(*dur))
+	_ = w.Close(context.Background())
+	w = nil
+	stop := tickers(*naiveN)
+	row(fmt.Sprintf("goroutine+ticker(%v)", *tickEvr), *naiveN, idleCPU(*dur))
+	stop()
+}
+
+// gcTime runs rounds full collections and returns the median wall time of
+// runtime.GC and the median stop-the-world pause total per cycle.
+func gcTime() (time.Duration, time.Duration) {
+	var walls, pauses []time.Duration
+	for range *rounds {
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		t := time.Now()
+		runtime.GC()
+		walls = append(walls, time.Since(t))
+		runtime.ReadMemStats(&m1)
+		pauses = append(pauses, time.Duration(m1.PauseTotalNs-m0.PauseTotalNs))
+	}
+	slices.Sort(walls)
+	slices.Sort(pauses)
+	return walls[len(walls)/2], pauses[len(pauses)/2]
+}
+
+func liveMB() float64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapAlloc+m.StackInuse) / (1 << 20)
+}
+
+func gcRun() {
+	fmt.Printf("\n## full GC cycle (median of %d runtime.GC calls; store=%s)\n\n", *rounds, *store)
+	fmt.Println("| approach | sessions | live heap+stacks MB | runtime.GC wall | STW pauses |")
+	fmt.Println("| --- | ---: | ---: | ---: | ---: |")
+	row := func(name string, count int) {
+		runtime.GC()
+		wall, stw := gcTime()
+		fmt.Printf("| %s | %d | %.0f | %v | %v |\n", name, count, liveMB(), wall.Round(10*time.Microsecond), stw.Round(time.Microsecond))
+	}
+	row("empty process", 0)
+	w := newWatchdog()
+	watch(w, *n)
+	row("watchdog", *n)
+	_ = w.Close(context.Background())
+	w = nil
+	runtime.GC()
+	stop := tickers(*naiveN)
+	row(fmt.Sprintf("goroutine+ticker(%v)", *tickEvr), *naiveN)
+	stop()
+	runtime.GC()
+	timers := make([]*time.Timer, *naiveN)
+	cancels := make([]context.CancelFunc, *naiveN)
+	for i := range timers {
+		_, cancel := context.WithCancel(context.Background())
+		cancels[i] = cancel
+		timers[i] = time.AfterFunc(24*time.Hour, cancel)
+	}
+	row("afterfunc", *naiveN)
+	for i := range timers {
+		timers[i].Stop()
+		cancels[i]()
+	}
+	timers, cancels = nil, nil
+	runtime.GC()
+	// The floor any design with a context per session pays.
+	ctxs := make([]context.Context, *n)
+	cancelCauses := make([]context.CancelCauseFunc, *n)
+	for i := range ctxs {
+		ctxs[i], cancelCauses[i] = context.WithCancelCause(context.Background())
+	}
+	row("context.WithCancelCause only", *n)
+	for _, c := range cancelCauses {
+		c(nil)
+	}
+}
+
+// spin is a CPU-bound goroutine.
+func spin(stop <-chan struct{}) {
+	x := uint64(1)
+	for {
+		for range 1 << 16 {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+		select {
+		case <-stop:
+			sink = x
+			return
+		default:
+		}
+	}
+}
+
+var sink uint64
+
+type lat struct{ p50, p99, max, min time.Duration }
+
+func percentiles(ds []time.Duration) lat {
+	slices.Sort(ds)
+	at := func(q float64) time.Duration { return ds[min(int(q*float64(len(ds))), len(ds)-1)] }
+	return lat{at(0.50), at(0.99), ds[len(ds)-1], ds[0]}
+}
+
+// dues returns count due instants spread evenly over spread, starting one
+// -late-start from now, in a shuffled order.
+func dues(count int) []time.Time {
+	t0 := time.Now().Add(*lateStart)
+	out := make([]time.Time, count)
+	for i := range out {
+		out[i] = t0.Add(time.Duration(int64(i) * int64(*spread) / int64(count)))
+	}
+	// deterministic shuffle so that start order is not due order
+	for i := len(out) - 1; i > 0; i-- {
+		j := int((uint64(i) * 2654435761) % uint64(i+1))
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+var (
+	lateStart = flag.Duration("late-start", 5*time.Second, "delay from the start of the setup to the first deadline of the lateness run")
+	lateStore = flag.String("late-store", "memory,discard", "comma-separated EventStores of the lateness run's Watchdog: memory, discard")
+)
+
+// watchdogLateness watches count sessions due within the spread with the
+// default MemoryStore and returns fired_at minus the due instant (the last
+// instant of the window) for each.
+func watchdogLateness(count int, store string) (lat, int) {
+	var opts []watchdog.Option
+	if store == "discard" {
+		opts = append(opts, watchdog.WithStore(discardStore{}))
+	}
+	w := watchdog.New(opts...)
+	defer w.Close(context.Background())
+	ctx := context.Background()
+	budget := time.Hour
+	ds := dues(count)
+	sessions := make([]*watchdog.Session, count)
+	for i, due := range ds {
+		s, err := w.Start(ctx, "late-"+strconv.Itoa(i), due.Add(-budget), watchdog.Policy{WallClock: budget})
+		if err != nil {
+			fatal(err)
+		}
+		sessions[i] = s
+	}
+	if err := w.Check(ctx); err != nil {
+		fatal(err)
+	}
+	runtime.GC() // the setup's garbage is not part of the run
+	if slices.MinFunc(ds, func(a, b time.Time) int { return a.Compare(b) }).Before(time.Now()) {
+		fatal(errors.New("setup took longer than -late-start: raise it"))
+	}
+	out := make([]time.Duration, count)
+	early := 0
+	for i, s := range sessions {
+		<-s.Context().Done()
+		var v *watchdog.VerdictError
+		if !errors.As(context.Cause(s.Context()), &v) {
+			fatal(fmt.Errorf("session %s: %v", s.ID(), context.Cause(s.Context())))
+		}
+		out[i] = v.FiredAt.Sub(s.Deadline())
+		if out[i] <= 0 {
+			early++
+		}
+	}
+	return percentiles(out), early
+}
+
+// afterFuncLateness arms one time.AfterFunc per session and returns when each
+// callback ran minus its due instant.
+func afterFuncLateness(count int) (lat, int) {
+	ds := dues(count)
+	out := make([]time.Duration, count)
+	var wg sync.WaitGroup
+	wg.Add(count)
+	for i, due := range ds {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(time.Until(due), func() {
+			out[i] = time.Since(due)
+			cancel()
+			wg.Done()
+		})
+		_ = ctx
+	}
+	runtime.GC() // the setup's garbage is not part of the run
+	if slices.MinFunc(ds, func(a, b time.Time) int { return a.Compare(b) }).Before(time.Now()) {
+		fatal(errors.New("setup took longer than -late-start: raise it"))
+	}
+	wg.Wait()
+	early := 0
+	for _, d := range out {
+		if d < 0 {
+			early++
+		}
+	}
+	return percentiles(out), early
+}
+
+func lateness() {
+	fmt.Printf("\n## fire lateness: %d sessions due within %v (real clock)\n\n", *lateN, *spread)
+	fmt.Println("| approach/store | CPU-bound goroutines | p50 | p99 | max | early |")
+	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: |")
+	for _, f := range strings.Split(*busy, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			fatal(err)
+		}
+		var impls []string
+		for _, st := range strings.Split(*lateStore, ",") {
+			impls = append(impls, "watchdog/"+strings.TrimSpace(st))
+		}
+		for _, impl := range append(impls, "afterfunc") {
+			runtime.GC()
+			stop := make(chan struct{})
+			for range k {
+				go spin(stop)
+			}
+			var l lat
+			var early int
+			if st, ok := strings.CutPrefix(impl, "watchdog/"); ok {
+				l, early = watchdogLateness(*lateN, st)
+			} else {
+				l, early = afterFuncLateness(*lateN)
+			}
+			close(stop)
+			fmt.Printf("| %s | %d | %v | %v | %v | %d |\n", impl, k, rnd(l.p50), rnd(l.p99), rnd(l.max), early)
+		}
+	}
+}
+
+func rnd(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "scale:", err)
+	os.Exit(1)
+}
+
+func init() { debug.SetTraceback("all") }
