@@ -45,11 +45,13 @@ type layer struct {
 	parent   *layer        // the enclosing layer, if any
 	abandon  chan struct{} // closed when the caller gives up on fn
 
-	mu     sync.Mutex // guards the fields below when w is nil; else w.mu does
-	state  int        // layerRunning, layerFired, layerDone
-	cause  error
-	event  *Event
-	timers [2]*time.Timer // without a Watchdog
+	mu            sync.Mutex // guards abandonedFlag and exitedFlag; and the fields below when w is nil (else w.mu does)
+	abandonedFlag bool
+	exitedFlag    bool
+	state         int // layerRunning, layerFired, layerDone
+	cause         error
+	event         *Event
+	timers        [2]*time.Timer // without a Watchdog
 }
 
 const (
@@ -101,7 +103,8 @@ func Call(ctx context.Context, name string, budget time.Duration, fn func(ctx co
 // the deadline runs on the Watchdog's clock and scheduler (deterministic on a
 // fake clock), every overrun is recorded as a runtime.handler.deadline_exceeded
 // event naming the dying step, and, for LayerHandler, the in-flight handler is
-// bounded work that the idle rule waits for. Without a session it runs on the
+// bounded work that the idle rule waits for, and its start and its end are
+// recorded as ChannelMCPTool evidence. Without a session it runs on the
 // real clock and records nothing.
 //
 // A zero budget means the session policy's (PhaseBudgets[name] for a phase,
@@ -141,6 +144,9 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 	defer cancel(nil)
 	l.cancel = cancel
 	l.parent = layerFrom(ctx)
+	if s != nil && kind == LayerHandler {
+		s.Touch(ChannelMCPTool) // a handler call is tool-call evidence
+	}
 	l.arm()
 	if obs.OnHandlerStart != nil {
 		if c := obs.OnHandlerStart(lctx, kind, name, l.remaining()); c != nil {
@@ -153,18 +159,13 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 		panic any
 	}
 	done := make(chan result, 1)
-	if l.w != nil {
-		l.w.running.Add(1)
-	}
 	go func() {
 		var r result
 		defer func() {
 			if p := recover(); p != nil {
 				r.panic = p
 			}
-			if l.w != nil {
-				l.w.running.Add(-1)
-			}
+			l.exited()
 			done <- r
 		}()
 		r.err = fn(lctx)
@@ -292,6 +293,7 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 		l.state = layerDone
 		w.unregisterLocked(l)
 		w.abandoned.Add(1)
+		l.markAbandoned()
 		e := w.event(l.s, KindHandlerAbandoned, now)
 		e.Reason, e.Handler, e.Layer = l.cause.(*VerdictError).Reason, l.name, string(l.kind)
 		e.DyingSpan = l.cause.(*VerdictError).DyingSpan
@@ -316,9 +318,9 @@ func (w *Watchdog) unregisterLocked(l *layer) {
 	for i, b := range r.bounded {
 		if b == l { // r is s.rare: r.bounded is not empty
 			r.bounded = append(r.bounded[:i], r.bounded[i+1:]...)
-			if s.state.Load() == stateRunning && !r.acting && s.item.Scheduled() {
+			if s.state.Load() == stateRunning && !r.acting {
 				// The idle rule may have been deferring for this handler.
-				w.heap.Push(&s.item, min(s.item.Due, toNanos(w.clock.Now())))
+				w.pullInLocked(s, toNanos(w.clock.Now()))
 			}
 			break
 		}
@@ -343,6 +345,12 @@ func (l *layer) finish() error {
 			return l.cause
 		}
 		return nil
+	}
+	if l.kind == LayerHandler {
+		// Its completion is evidence too, recorded before the idle rule
+		// looks again, so that the instant a tool returns is not taken
+		// for silence (with deferral on).
+		l.s.Touch(ChannelMCPTool)
 	}
 	w.mu.Lock()
 	st := l.state
@@ -405,12 +413,31 @@ func (l *layer) graceReal() {
 	close(l.abandon)
 }
 
-// AbandonedHandlers returns how many handler goroutines were abandoned
-// because they ignored their deadline past the grace period, and how many of
-// them are still running.
+// markAbandoned and exited keep Watchdog.running, the count of abandoned
+// functions still running, exact whichever comes first.
+func (l *layer) markAbandoned() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.abandonedFlag = true
+	if !l.exitedFlag && l.w != nil {
+		l.w.running.Add(1)
+	}
+}
+
+func (l *layer) exited() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.exitedFlag = true
+	if l.abandonedFlag && l.w != nil {
+		l.w.running.Add(-1)
+	}
+}
+
+// AbandonedHandlers returns how many functions were abandoned because they
+// ignored their deadline past the grace period, and how many of those are
+// still running.
 func (w *Watchdog) AbandonedHandlers() (abandoned, stillRunning int64) {
-	a := w.abandoned.Load()
-	return a, min(a, w.running.Load())
+	return w.abandoned.Load(), w.running.Load()
 }
 
 // DefaultWaitTimeout is the timeout of a waiting state whose server supplied
@@ -446,7 +473,8 @@ type waiter struct {
 // On fire the session is NOT cancelled: the Watchdog records a
 // runtime.watchdog.wait_timeout verdict, leaves the waiting state, and calls
 // onTimeout exactly once, on its action goroutine (for example to emit a
-// synthetic result into the agent's next turn). onTimeout may be nil.
+// synthetic result into the agent's next turn), unless Close comes first.
+// onTimeout may be nil; it must not call Check or Close.
 func (s *Session) Wait(timeout time.Duration, onTimeout func(ctx context.Context, s *Session, generation uint64)) uint64 {
 	w := s.w
 	d := WaitTimeout(timeout)
@@ -487,8 +515,8 @@ func (s *Session) EndWait() bool {
 		w.heap.Remove(&s.rare.waiter.item)
 		s.rare.waiter = nil
 		s.since = toNanos(now) // silence while waiting is not idleness
-		if s.state.Load() == stateRunning && s.item.Scheduled() {
-			w.heap.Push(&s.item, min(s.item.Due, toNanos(now)))
+		if s.state.Load() == stateRunning && !s.r().acting {
+			w.pullInLocked(s, toNanos(now))
 		}
 	}
 	w.mu.Unlock()
@@ -518,8 +546,8 @@ func (wt *waiter) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 	e.Verdict, e.Reason, e.Generation = VerdictContinue, "wait_timeout", wt.gen
 	e.MeasureSeconds, e.LimitSeconds = now.Sub(wt.from).Seconds(), wt.d.Seconds()
 	w.enqueueLocked(e)
-	if s.item.Scheduled() {
-		w.heap.Push(&s.item, min(s.item.Due, toNanos(now)))
+	if !s.r().acting {
+		w.pullInLocked(s, toNanos(now))
 	}
 	if wt.fn != nil {
 		fn, gen := wt.fn, wt.gen
@@ -553,7 +581,8 @@ type PhaseResult[T any] struct {
 	Partial T
 }
 
-// RunPhase runs fn as the phase name of session s, with recovery: fn runs
+// RunPhase runs fn as the phase name of session s (one RunPhase at a time per
+// session; a second concurrent one is refused), with recovery: fn runs
 // under the phase's budget (budget, or the policy's PhaseBudgets[name] when
 // budget is 0; no phase deadline if both are 0), and an attempt that ends
 // with a recoverable verdict (the idle rule, a handler or iteration deadline)
@@ -583,11 +612,27 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		actx, cancel := context.WithCancelCause(s.ctx)
 		at := &phaseAttempt{cancel: cancel}
 		w.mu.Lock()
+		if s.r().attempt != nil {
+			w.mu.Unlock()
+			cancel(nil)
+			return res, fmt.Errorf("%w: session %q: phase %q: another RunPhase is running on this session", ErrInvalidArgument, s.id, name)
+		}
 		s.rw().attempt = at
+		s.rare.backingOff = false
+		if attempt > 1 {
+			// Each attempt gets a whole idle window.
+			s.since = toNanos(w.clock.Now())
+		}
 		w.mu.Unlock()
+		var pmu sync.Mutex
+		over := false // set when the attempt is over: a late write is dropped
 		run := func(ctx context.Context) error {
 			p, err := fn(ctx, attempt)
-			res.Partial = p
+			pmu.Lock()
+			if !over {
+				res.Partial = p
+			}
+			pmu.Unlock()
 			return err
 		}
 		var err error
@@ -596,6 +641,9 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		} else {
 			err = run(actx)
 		}
+		pmu.Lock()
+		over = true
+		pmu.Unlock()
 		w.mu.Lock()
 		if r := s.r(); r.attempt == at {
 			r.attempt = nil // r is s.rare: set above
@@ -624,9 +672,16 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 			}
 			return res, err
 		}
+		// Time the retry from the verdict's instant, not from when this
+		// goroutine got here, so that a fake clock gives the same log and
+		// the same schedule on every run.
+		failedAt := v.FiredAt
+		if failedAt.IsZero() {
+			failedAt = w.clock.Now()
+		}
 		budgetN := s.cfg.recoveryBudget
 		if retries >= budgetN {
-			e := w.event(s, KindRecoveryBudgetExceeded, w.clock.Now())
+			e := w.event(s, KindRecoveryBudgetExceeded, failedAt)
 			e.Phase, e.Attempt, e.Reason, e.StopReasonCode = name, attempt, v.Reason, StopRecoveryBudgetExceeded
 			w.rec.enqueue(e)
 			res.StopReasonCode = StopRecoveryBudgetExceeded
@@ -634,13 +689,20 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		}
 		retries++
 		backoff := s.cfg.recoveryBackoff << min(retries-1, 20)
-		e := w.event(s, KindRetry, w.clock.Now())
+		e := w.event(s, KindRetry, failedAt)
 		e.Phase, e.Attempt, e.Reason = name, attempt+1, v.Reason
 		e.LimitSeconds = backoff.Seconds()
 		w.rec.enqueue(e)
 		w.log.Info("watchdog: retrying phase", zap.String("session_id", s.id), zap.String("phase", name),
 			zap.Int("attempt", attempt+1), zap.String("reason", v.Reason), zap.Duration("backoff", backoff))
-		if err := w.sleep(s.ctx, backoff); err != nil {
+		w.mu.Lock()
+		s.rw().backingOff = true // waiting to retry is not idleness
+		w.mu.Unlock()
+		err = w.sleepUntil(s.ctx, failedAt.Add(backoff))
+		w.mu.Lock()
+		s.rare.backingOff = false
+		w.mu.Unlock()
+		if err != nil {
 			res.StopReasonCode = StopCanceled
 			var sv *VerdictError
 			if errors.As(err, &sv) {
@@ -669,11 +731,15 @@ func (sl *sleeper) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 	d.after = append(d.after, func() { close(sl.ch) })
 }
 
-// sleep waits d on the Watchdog's clock, or until ctx ends.
-func (w *Watchdog) sleep(ctx context.Context, d time.Duration) error {
+// sleepUntil waits until t on the Watchdog's clock, or until ctx ends. It
+// returns at once if t has passed.
+func (w *Watchdog) sleepUntil(ctx context.Context, t time.Time) error {
+	if !t.After(w.clock.Now()) {
+		return context.Cause(ctx)
+	}
 	sl := &sleeper{ch: make(chan struct{})}
 	sl.item.Value = sl
-	due := toNanos(w.clock.Now().Add(d))
+	due := toNanos(t)
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()

@@ -419,3 +419,34 @@ func TestWallClockInsideAPhaseIsNotRetried(t *testing.T) {
 	assert.Equal(t, 1, o.res.Attempts)
 	assert.Equal(t, "watchdog_wall_clock_exceeded", o.res.StopReasonCode)
 }
+
+// The instant a handler returns is not taken for silence: its end is
+// tool-call evidence, recorded before the idle rule looks again.
+func TestTheEndOfAHandlerIsEvidenceForTheIdleRule(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: time.Second, EvidenceTTL: 500 * time.Millisecond, SettleChecks: 1}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	s.Touch(watchdog.ChannelStdout)
+	release, entered := make(chan struct{}), make(chan struct{})
+	res := callAsync(s.Context(), "slow_tool", 5*time.Second, func(ctx context.Context) error {
+		close(entered)
+		<-release
+		return nil
+	})
+	<-entered
+	advance(t, mock, 1300*time.Millisecond, w) // longer than the idle window
+	close(release)
+	require.NoError(t, <-res)
+	require.NoError(t, w.Check(context.Background()))
+	require.NoError(t, s.Context().Err(), "not cut the instant the tool returned")
+	s.Touch(watchdog.ChannelStdout) // the agent prints the tool's result
+	advance(t, mock, 900*time.Millisecond, w)
+	require.NoError(t, s.Context().Err())
+	v := ofKind(load(t, store, "s"), watchdog.KindVerdict)
+	require.NotEmpty(t, v)
+	assert.Equal(t, "handler", v[0].ActiveChannel)
+	assert.Equal(t, "mcp_tool", v[len(v)-1].ActiveChannel)
+}

@@ -1,35 +1,63 @@
 // Package watchdog keeps long-running AI-agent sessions and pipeline loops
 // from stalling silently: a session never stops, and never runs past its
-// budget, without a recorded reason.
+// budget, without a recorded reason, and it is never killed while it is
+// demonstrably working, except by a ceiling that nothing extends.
 //
-// # The shape
+// # Sessions and the wall-clock budget
 //
-// One Watchdog supervises many sessions with a single scheduler goroutine
-// over a deadline heap; a watched session costs a few hundred bytes and no
-// CPU until something is due. When a session's window outruns its wall-clock
-// budget (Policy.WallClock, default four hours) the Watchdog
+// One Watchdog supervises many sessions with a single scheduler goroutine over
+// a deadline heap; a watched session costs a few hundred bytes and no CPU until
+// something is due. Start begins a session (window 1), Stop ends it normally,
+// Run wraps a pipeline loop and returns a Result envelope. When a window
+// outruns its budget (Policy.WallClock, default four hours) the session's
+// context is cancelled with a *VerdictError cause, so that
+// errors.Is(context.Cause(ctx), ErrWallClockExceeded) holds, and exactly one
+// runtime.watchdog.cancel event is recorded. Resume re-attaches a session after
+// a restart by reading session_started_at back from the store; a resume after
+// a cancel opens a fresh window.
 //
-//  1. decides, with a pure function of (policy, session snapshot, now);
-//  2. cancels the session's context with a *VerdictError cause, so
-//     errors.Is(context.Cause(ctx), ErrWallClockExceeded) holds;
-//  3. records exactly one runtime.watchdog.cancel Event through the
-//     EventStore, on its own goroutine, retrying with backoff if the store
-//     fails: a slow or failing store delays the record, never the cancel.
+// # Idle detection on evidence
 //
-// Start begins a session, Stop ends it normally, Run wraps a pipeline loop
-// and returns a Result envelope, and Resume re-attaches a session after a
-// restart by reading session_started_at back from the store; a resume after a
-// cancel opens a fresh window. Follow lets another component exit when the
-// session is cancelled (cooperative cancellation through the store).
+// Record evidence of work with Session.Touch (about a nanosecond, lock-free,
+// allocation-free) on the channels stdout (the baseline), mcp_tool, subagent,
+// workspace and any you name, or let Session.Writer, Session.WatchWorkspace and
+// Session.Progress record it. When stdout has been silent past
+// Policy.IdleWindow, the idle rule waits while another channel is fresher than
+// Policy.EvidenceTTL (a CONTINUE, recorded with the evidence summary and the
+// channel that justified it) and otherwise stops the session after
+// Policy.SettleChecks consecutive stale observations. Policy.SessionCeiling and
+// Policy.ChildrenWaitCeiling are absolute: no evidence extends them. Any rule
+// can run in shadow mode, which records its decision and does nothing else.
 //
-// # Exactly one terminal event per window
+// # Decision, action, outcome
 //
-// Within one Watchdog, a window ends once: by Stop, by the fire, or by Close
-// (which records nothing, so the session can be resumed). Across Watchdogs
-// and processes the EventStore arbitrates: it refuses a second terminal
-// event for the same session window with ErrAlreadyDecided, and the losing
-// Watchdog records nothing more. Its own copy of the session is still
-// cancelled, because the window is over everywhere.
+// The verdict is a pure function of (policy, session snapshot, now). An acting
+// verdict records a decision event, then acts (cancels the session's context,
+// or runs the ActionFunc given to WithAction), then records the outcome, which
+// links back to the decision. Replay re-derives every recorded verdict from a
+// log alone.
+//
+// # Handlers, waiting and recovery
+//
+// Call and Within give every handler, iteration and phase its own deadline in
+// its context; the host enforces it (a function that ignores its context is
+// abandoned at deadline + grace, and Command kills a subprocess's whole process
+// group), and Step names the step that was running when it died. While a
+// handler with a deadline is in flight the idle rule waits for it. Session.Wait
+// arms a waiting watchdog whose fire calls back instead of cancelling.
+// RunPhase retries a phase that ended with a recoverable verdict, within a
+// recovery budget.
+//
+// # Recording
+//
+// Events go through an EventStore on the Watchdog's recorder goroutine: a
+// slow or failing store delays the record, never the verdict, and Close
+// reports what it could not record. MemoryStore is the default, FileStore is
+// a durable JSON Lines log, and the stores/postgres module serves fleets. The
+// store arbitrates terminal events, so exactly one cancel per window holds
+// across Watchdogs and processes; Follow lets another component exit when the
+// session is cancelled. Observer (and the otelwatchdog module) exposes metrics
+// and traces.
 //
 // # Testing
 //

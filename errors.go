@@ -31,6 +31,9 @@ var (
 	ErrIterationDeadlineExceeded = errors.New("watchdog: iteration deadline exceeded")
 	// ErrPhaseDeadlineExceeded: a phase layer outran its budget.
 	ErrPhaseDeadlineExceeded = errors.New("watchdog: phase deadline exceeded")
+	// ErrLivenessFailed is the cause of a session context cancelled by a
+	// liveness rule of your own (Session.ReportLiveness).
+	ErrLivenessFailed = errors.New("watchdog: liveness rule failed")
 	// ErrRecoveryBudgetExceeded is wrapped by RunPhase's error when the
 	// retries of a phase ran out.
 	ErrRecoveryBudgetExceeded = errors.New("watchdog: recovery budget exceeded")
@@ -111,6 +114,9 @@ func (e *VerdictError) Error() string {
 		}
 		return msg
 	}
+	if e.Reason == ReasonLivenessFailed {
+		return fmt.Sprintf("watchdog: session %q window %d: liveness rule %q failed", e.SessionID, e.Window, e.Rule)
+	}
 	return fmt.Sprintf("watchdog: session %q window %d: %s: elapsed %v > budget %v",
 		e.SessionID, e.Window, e.Reason, e.Elapsed, e.Budget)
 }
@@ -126,6 +132,8 @@ func (e *VerdictError) Unwrap() error {
 		return ErrSessionCeilingExceeded
 	case ReasonChildrenPersistTooLong:
 		return ErrChildrenPersistTooLong
+	case ReasonLivenessFailed:
+		return ErrLivenessFailed
 	case "handler_deadline_exceeded":
 		return ErrHandlerDeadlineExceeded
 	case "iteration_deadline_exceeded":
@@ -147,6 +155,8 @@ func (e *VerdictError) StopReasonCode() string {
 		return StopSessionCeilingExceeded
 	case ReasonChildrenPersistTooLong:
 		return StopChildrenPersistTooLong
+	case ReasonLivenessFailed:
+		return StopLivenessFailed
 	}
 	if e.Layer != "" {
 		return e.Reason

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // AggregateType is the aggregate_type of every event the Watchdog records.
@@ -163,6 +165,11 @@ type Event struct {
 	// ObservedSince is a decision input on verdict events: the instant
 	// from which the idle rule counts (evidence before it does not count).
 	ObservedSince time.Time `json:"observed_since,omitzero"`
+	// GraceUntil is a decision input on verdict events: the end of the
+	// startup grace, before which the idle rule is not armed unless the
+	// baseline speaks. Absent once the baseline has spoken, or without a
+	// grace.
+	GraceUntil time.Time `json:"grace_until,omitzero"`
 	// Policy is the session's policy, recorded on start and resume events
 	// so that every later verdict can be re-derived (see Replay).
 	Policy *Policy `json:"policy,omitempty"`
@@ -245,8 +252,15 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 // holds at most one terminal event per session window.
 func (e Event) Terminal() bool { return e.Kind == KindStop || e.Kind == KindCancel }
 
-// validate reports what makes e unusable for a store.
-func (e Event) validate() error {
+// Validate reports what makes e unusable for a store, wrapped in
+// ErrInvalidEvent: an empty or non-UTF-8 event_id, aggregate_id or
+// event_kind, or a window below 1. Stores call it in Append.
+func (e Event) Validate() error {
+	for _, f := range [...]struct{ name, v string }{{"event_id", e.ID}, {"aggregate_id", e.AggregateID}, {"event_kind", e.Kind}} {
+		if !utf8.ValidString(f.v) {
+			return fmt.Errorf("%w: event %q: %s is not valid UTF-8", ErrInvalidEvent, e.ID, f.name)
+		}
+	}
 	switch {
 	case e.ID == "":
 		return fmt.Errorf("%w: empty event_id", ErrInvalidEvent)
@@ -320,7 +334,7 @@ func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
 		return err
 	}
 	for _, e := range events {
-		if err := e.validate(); err != nil {
+		if err := e.Validate(); err != nil {
 			return err
 		}
 	}
@@ -352,6 +366,7 @@ func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
 		}
 		m.seq++
 		e.Seq = m.seq
+		e.Extra = maps.Clone(e.Extra) // the caller may reuse its map
 		m.ids[e.ID] = struct{}{}
 		m.events[e.AggregateID] = append(m.events[e.AggregateID], m.add(e))
 		if e.Terminal() {
@@ -375,6 +390,7 @@ func (m *MemoryStore) Load(ctx context.Context, aggregateID string) ([]Event, er
 	out := make([]Event, len(pos))
 	for i, p := range pos {
 		out[i] = *m.at(p)
+		out[i].Extra = maps.Clone(out[i].Extra) // the caller may change its copy
 	}
 	return out, nil
 }

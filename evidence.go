@@ -178,11 +178,9 @@ func (s *Session) BeginChildWait() *ChildWait {
 	}
 	cw.open++
 	due := int64(math.MaxInt64)
-	if c := s.cfg.limits.ChildWaitCeiling; c > 0 && s.state.Load() == stateRunning && s.item.Scheduled() {
+	if c := s.cfg.limits.ChildWaitCeiling; c > 0 && s.state.Load() == stateRunning && !s.r().acting {
 		due = toNanos(now.Add(c - cw.closed).Add(time.Nanosecond))
-		if due < s.item.Due {
-			w.heap.Push(&s.item, due)
-		}
+		w.pullInLocked(s, due)
 	}
 	w.mu.Unlock()
 	if due != math.MaxInt64 {
@@ -247,17 +245,26 @@ func (s *Session) snapshotInto(chs []decide.Channel) decide.Snapshot {
 	r := s.r()
 	var until time.Time
 	for _, l := range r.bounded {
-		if end := l.deadline.Add(l.grace); until.IsZero() || end.Before(until) {
+		end := l.deadline.Add(l.grace)
+		if l.state == layerFired {
+			end = time.Unix(0, l.item.Due) // the grace runs from the fire
+		}
+		if until.IsZero() || end.Before(until) {
 			until = end
 		}
+	}
+	var grace time.Time
+	if s.evBuf[ChannelStdout].last.Load() == decide.Never {
+		grace = r.graceUntil // the grace ends at the first output
 	}
 	return decide.Snapshot{
 		BoundedWork:        len(r.bounded),
 		BoundedUntil:       until,
-		Waiting:            r.waiter != nil,
+		Waiting:            r.waiter != nil || r.backingOff,
 		SessionStartedAt:   s.sessionStartedAt,
 		WindowStartedAt:    s.windowStartedAt,
 		ObservedSince:      s.observedSince(),
+		GraceUntil:         grace,
 		Channels:           chs,
 		ChildWait:          r.waits.closed,
 		ChildWaitOpenSince: r.waits.openSince,

@@ -5,10 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
-	"reflect"
+	"slices"
 	"time"
-	"unsafe"
 
 	"github.com/benbjohnson/clock"
 	"go.uber.org/zap"
@@ -171,6 +171,11 @@ type Policy struct {
 	// each further one. Zero means DefaultRecoveryBackoff (1 s). JSON:
 	// recovery_backoff_seconds.
 	RecoveryBackoff time.Duration
+
+	// LivenessRules declares liveness rules of your own, by name, that
+	// Session.ReportLiveness feeds; RuleModes may set their modes. The
+	// names must not be the built-in rules'. JSON: liveness_rules.
+	LivenessRules []string
 }
 
 type policyJSON struct {
@@ -191,6 +196,7 @@ type policyJSON struct {
 	HandlerGrace    float64            `json:"handler_grace_seconds,omitempty"`
 	RecoveryBudget  int                `json:"recovery_budget,omitempty"`
 	RecoveryBackoff float64            `json:"recovery_backoff_seconds,omitempty"`
+	LivenessRules   []string           `json:"liveness_rules,omitempty"`
 }
 
 // MarshalJSON encodes p with the seeds' knob names; durations are seconds and
@@ -212,6 +218,7 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		HandlerGrace:    p.HandlerGrace.Seconds(),
 		RecoveryBudget:  p.RecoveryBudget,
 		RecoveryBackoff: p.RecoveryBackoff.Seconds(),
+		LivenessRules:   p.LivenessRules,
 	}
 	if len(p.PhaseBudgets) > 0 {
 		j.PhaseBudgets = make(map[string]float64, len(p.PhaseBudgets))
@@ -274,7 +281,7 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 		q.EvidenceTTL = d
 	}
 	q.SettleChecks, q.Mode, q.RuleModes, q.Channels = j.SettleChecks, j.Mode, j.RuleModes, j.Channels
-	q.RecoveryBudget = j.RecoveryBudget
+	q.RecoveryBudget, q.LivenessRules = j.RecoveryBudget, j.LivenessRules
 	if len(j.PhaseBudgets) > 0 {
 		q.PhaseBudgets = make(map[string]time.Duration, len(j.PhaseBudgets))
 		for k, v := range j.PhaseBudgets {
@@ -336,9 +343,16 @@ func (p Policy) Validate() error {
 	if err := validMode("mode", p.Mode); err != nil {
 		return err
 	}
+	user := map[string]bool{}
+	for _, r := range p.LivenessRules {
+		if _, builtin := ruleByName[r]; builtin || r == "" || user[r] {
+			return fmt.Errorf("%w: liveness_rules: %q is empty, built in or declared twice", ErrInvalidPolicy, r)
+		}
+		user[r] = true
+	}
 	for rule, m := range p.RuleModes {
-		if _, ok := ruleByName[rule]; !ok {
-			return fmt.Errorf("%w: rule_modes: unknown rule %q (want %s, %s, %s or %s)", ErrInvalidPolicy, rule,
+		if _, ok := ruleByName[rule]; !ok && !user[rule] {
+			return fmt.Errorf("%w: rule_modes: unknown rule %q (want %s, %s, %s, %s or one of liveness_rules)", ErrInvalidPolicy, rule,
 				RuleWallClock, RuleSessionCeiling, RuleChildrenWait, RuleIdle)
 		}
 		if err := validMode("rule_modes["+rule+"]", m); err != nil {
@@ -384,20 +398,20 @@ func (p *Policy) same(q *Policy) bool {
 		p.EvidenceTTL == q.EvidenceTTL && p.StartupGrace == q.StartupGrace &&
 		p.MaxIdleDeferral == q.MaxIdleDeferral && p.SettleChecks == q.SettleChecks &&
 		p.SettleInterval == q.SettleInterval && p.Mode == q.Mode &&
-		sameMap(p.RuleModes, q.RuleModes) && sameSlice(p.Channels, q.Channels) &&
-		sameMap(p.PhaseBudgets, q.PhaseBudgets) && p.IterationBudget == q.IterationBudget &&
+		maps.Equal(p.RuleModes, q.RuleModes) && slices.Equal(p.Channels, q.Channels) &&
+		maps.Equal(p.PhaseBudgets, q.PhaseBudgets) && p.IterationBudget == q.IterationBudget &&
 		p.HandlerGrace == q.HandlerGrace && p.RecoveryBudget == q.RecoveryBudget &&
-		p.RecoveryBackoff == q.RecoveryBackoff
+		p.RecoveryBackoff == q.RecoveryBackoff && slices.Equal(p.LivenessRules, q.LivenessRules)
 }
 
-// sameMap reports whether a and b are the same map (both nil, or one map).
-func sameMap[K comparable, V any](a, b map[K]V) bool {
-	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
-}
-
-// sameSlice reports whether a and b are the same slice: nil alike, one array, one length.
-func sameSlice[T any](a, b []T) bool {
-	return (a == nil) == (b == nil) && len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
+// clone returns p with its own copies of its maps and slices, so that a
+// caller changing them later does not change a session's policy.
+func (p Policy) clone() Policy {
+	p.RuleModes = maps.Clone(p.RuleModes)
+	p.Channels = slices.Clone(p.Channels)
+	p.PhaseBudgets = maps.Clone(p.PhaseBudgets)
+	p.LivenessRules = slices.Clone(p.LivenessRules)
+	return p
 }
 
 func (p Policy) limits() decide.Limits {
@@ -487,7 +501,7 @@ func defaultConfig() config {
 // it should be quick and respect ctx (cancelled by Close). Before it runs,
 // the verdict is derived again at the action's own instant; if fresh evidence
 // arrived in between, the decision is recorded as superseded and the action
-// does not run. When it returns nil the window ends: a cancel event linked to
+// does not run. It must not call Check or Close. When it returns nil the window ends: a cancel event linked to
 // the decision is recorded and the session's context is cancelled with v. An
 // error is logged, recorded as an action_failed event, and the rule is
 // looked at again one settle interval later; the session is not cancelled

@@ -21,6 +21,7 @@ func TestPolicySameCoversEveryField(t *testing.T) {
 			f.SetString("x")
 		case reflect.Map:
 			f.Set(reflect.MakeMap(f.Type()))
+			f.SetMapIndex(reflect.Zero(f.Type().Key()), reflect.Zero(f.Type().Elem()))
 		case reflect.Slice:
 			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
 		default:
@@ -58,6 +59,16 @@ func TestSessionsShareConfigOnlyForTheSamePolicy(t *testing.T) {
 	}
 	if c.cfg == a.cfg || c.cfg.limits.Shadow == a.cfg.limits.Shadow {
 		t.Error("a session under another RuleModes map got the first policy's config")
+	}
+	// A map changed in place after a Start is a different policy, and the
+	// first session keeps the policy it was started with.
+	p.RuleModes[RuleIdle] = ModeAct
+	d, err := w.Start(t.Context(), "d", time.Now(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.cfg == a.cfg || a.cfg.policy.RuleModes[RuleIdle] != ModeShadow {
+		t.Error("a policy map changed in place reused or changed the first session's config")
 	}
 	if FromContext(c.Context()) != c {
 		t.Error("FromContext does not find the session")

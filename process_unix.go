@@ -31,7 +31,14 @@ func Command(ctx context.Context, grace time.Duration, name string, arg ...strin
 		if errors.Is(err, syscall.ESRCH) {
 			return os.ErrProcessDone
 		}
-		time.AfterFunc(grace, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+		time.AfterFunc(grace, func() {
+			// Only if the group is still there: a group id is its
+			// leader's pid, which the kernel does not hand out again
+			// while the group has a member.
+			if syscall.Kill(-pgid, 0) == nil {
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			}
+		})
 		return err
 	}
 	cmd.WaitDelay = grace

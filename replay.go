@@ -72,6 +72,20 @@ func Replay(events []Event) ([]Mismatch, error) {
 				channels[e.AggregateID] = e.Policy.Channels
 			}
 		case KindVerdict, KindDecision:
+			if _, builtin := ruleByName[e.Rule]; !builtin {
+				// A liveness rule of the user's: its observations are not
+				// in the log; check the settle discipline.
+				switch {
+				case e.Kind == KindVerdict && (e.SettleCount < 1 || e.SettleCount >= e.SettleChecks):
+					bad(e, fmt.Sprintf("CONTINUE rule=%s settle=%d/%d", e.Rule, e.SettleCount, e.SettleChecks), "a count inside the settle window")
+				case e.Kind == KindDecision && e.SettleCount != e.SettleChecks:
+					bad(e, fmt.Sprintf("HARD_STOP rule=%s settle=%d/%d", e.Rule, e.SettleCount, e.SettleChecks), "a full settle window")
+				}
+				if e.Kind == KindDecision {
+					decisions[e.ID] = e
+				}
+				continue
+			}
 			l, ok := policies[e.AggregateID]
 			if !ok {
 				bad(e, "a verdict", "no policy recorded for the session before it")
@@ -151,6 +165,7 @@ func replaySnapshot(e Event) (decide.Snapshot, error) {
 		SessionStartedAt: e.SessionStartedAt,
 		WindowStartedAt:  e.WindowStartedAt,
 		ObservedSince:    e.ObservedSince,
+		GraceUntil:       e.GraceUntil,
 		Channels:         chs,
 		ChildWait:        secondsDuration(e.ChildrenWaitSeconds),
 		BoundedWork:      e.HandlersInFlight,

@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -88,12 +89,20 @@ func (w *Watchdog) runDue() {
 	// than the decisions at 100,000 fires), in order, before w.mu is released.
 	w.rec.hold()
 	w.passing = true
+	// Pop every due item first: whatever a handler pushes back during
+	// this pass waits for the next one, so a pass always ends.
+	due := w.popped[:0]
 	for it := w.heap.PopDue(nowNs); it != nil; it = w.heap.PopDue(nowNs) {
 		if late := time.Duration(nowNs - it.Due); late > d.lateness {
 			d.lateness = late
 		}
-		it.Value.fireLocked(w, now, &d)
+		due = append(due, it.Value)
 	}
+	for i, t := range due {
+		t.fireLocked(w, now, &d)
+		due[i] = nil
+	}
+	w.popped = due[:0]
 	w.passing = false
 	w.rec.release()
 	w.mu.Unlock()
@@ -166,7 +175,7 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
 				return &firing{s, ve}, nil
 			}
 			s.rw().acting = true
-			return nil, &actItem{s: s, v: ve}
+			return nil, &actItem{s: s, v: ve, pre: sn.State}
 		default:
 			w.continueLocked(s, sn, v, now)
 			return nil, nil
@@ -181,7 +190,18 @@ func (w *Watchdog) continueLocked(s *Session, sn decide.Snapshot, v decide.Verdi
 		w.enqueueLocked(w.verdictEvent(s, sn, v, now))
 	}
 	if !v.Next.IsZero() {
-		w.heap.Push(&s.item, toNanos(v.Next))
+		// Never due again at the instant just decided: the next look is
+		// at least a nanosecond later.
+		w.heap.Push(&s.item, max(toNanos(v.Next), toNanos(now)+1))
+	}
+}
+
+// pullInLocked makes sure s is looked at by due at the latest, scheduling it
+// if nothing was. Called with w.mu held, for a running session that no
+// action is pending on; the caller arms the timer after unlocking.
+func (w *Watchdog) pullInLocked(s *Session, due int64) {
+	if !s.item.Scheduled() || due < s.item.Due {
+		w.heap.Push(&s.item, due)
 	}
 }
 
@@ -253,7 +273,7 @@ func (w *Watchdog) verdictEvent(s *Session, sn decide.Snapshot, v decide.Verdict
 	e.MeasureSeconds, e.LimitSeconds = v.Elapsed.Seconds(), v.Budget.Seconds()
 	e.EvidenceSummary = s.summary(sn, now)
 	e.ActiveChannel = activeName(s, v.ActiveChannel)
-	e.HandlersInFlight, e.Waiting, e.ObservedSince = sn.BoundedWork, sn.Waiting, sn.ObservedSince
+	e.HandlersInFlight, e.Waiting, e.ObservedSince, e.GraceUntil = sn.BoundedWork, sn.Waiting, sn.ObservedSince, sn.GraceUntil
 	if !v.Deferred {
 		e.SettleCount, e.SettleChecks = v.State.StaleChecks, s.cfg.limits.SettleChecks
 	}
@@ -282,7 +302,7 @@ func (w *Watchdog) decisionEvent(s *Session, sn decide.Snapshot, v decide.Verdic
 	e.EvidenceSummary = s.summary(sn, now)
 	e.ActiveChannel = "none"
 	e.ChildrenWaitSeconds = s.childWait(sn, now).Seconds()
-	e.HandlersInFlight, e.Waiting, e.ObservedSince = sn.BoundedWork, sn.Waiting, sn.ObservedSince
+	e.HandlersInFlight, e.Waiting, e.ObservedSince, e.GraceUntil = sn.BoundedWork, sn.Waiting, sn.ObservedSince, sn.GraceUntil
 	if v.Rule == decide.RuleIdle {
 		e.SettleCount, e.SettleChecks = s.cfg.limits.SettleChecks, s.cfg.limits.SettleChecks
 	}
@@ -351,9 +371,11 @@ func (w *Watchdog) setTimerLocked(due int64) {
 // actItem is an acting decision waiting for the configured action, or a
 // user callback (call) to run off the scheduler.
 type actItem struct {
-	s    *Session
-	v    *VerdictError
-	call func(ctx context.Context)
+	s         *Session
+	v         *VerdictError
+	pre       decide.State // the rules' memory just before the decision
+	call      func(ctx context.Context)
+	noRecheck bool // a user liveness rule: its observation cannot be re-derived
 }
 
 // actor runs the configured ActionFunc on its own goroutine, one at a time.
@@ -445,10 +467,17 @@ func (a *actor) barrier(ctx context.Context) error {
 	}
 }
 
-func (a *actor) close() {
+// close stops the action goroutine: it cancels the context of a running
+// action or callback and waits for it to return, until ctx ends.
+func (a *actor) close(ctx context.Context) error {
 	a.cancel()
 	close(a.stop)
-	<-a.done
+	select {
+	case <-a.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("watchdog: close: an action or callback ignores its context and is still running: %w", ctx.Err())
+	}
 }
 
 // runAction re-derives the verdict at the action's own instant, runs the
@@ -461,19 +490,25 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 		w.mu.Unlock() // the window ended meanwhile: a benign no-op
 		return
 	}
+	// Derive the verdict again at the action's own instant, from the
+	// rules' memory as it was just before the decision.
 	sn := s.snapshot()
+	sn.State = it.pre
 	v := decide.Decide(s.cfg.limits, sn, now)
-	if v.Action != decide.Act {
+	if !it.noRecheck && (v.Action != decide.Act || ruleNames[v.Rule] != it.v.Rule) {
 		s.clearActing()
 		e := w.event(s, KindSuperseded, now)
 		e.Rule, e.Reason, e.DecidedByDecisionID = it.v.Rule, it.v.Reason, it.v.DecisionID
 		e.EvidenceSummary = s.summary(sn, now)
 		w.rec.enqueue(e)
-		w.continueLocked(s, sn, v, now)
-		due, scheduled := s.item.Due, s.item.Scheduled()
+		// Then decide afresh, as the scheduler would: a Continue is
+		// rescheduled, a shadow rule advises, another rule may act.
+		s.setRules(it.pre)
+		_, again := w.decideLocked(s, now)
 		w.mu.Unlock()
-		if scheduled {
-			w.armIfEarlier(due)
+		w.armIfEarlier(toNanos(now) + 1)
+		if again != nil {
+			w.act.enqueue([]actItem{*again})
 		}
 		w.log.Info("watchdog: decision superseded by fresh evidence", zap.String("session_id", s.id),
 			zap.String("rule", it.v.Rule), zap.String("decision_id", it.v.DecisionID))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/sessionwatchdog/watchdog"
 )
@@ -86,6 +87,25 @@ func liveInGroup(t *testing.T, pgid int) []int {
 	return live
 }
 
+// requireGroupGone fails unless every process of group pgid has exited. A
+// process that closed its pipes may still be on its way out (killed, not yet
+// a zombie); a pidfd becomes readable exactly when it has exited, so the
+// test waits for that event (10 s is only a safety net, never reached when
+// the group was killed).
+func requireGroupGone(t *testing.T, pgid int) {
+	t.Helper()
+	for _, pid := range liveInGroup(t, pgid) {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue // already gone
+		}
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 10_000)
+		_ = unix.Close(fd)
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "process %d of group %d is still alive", pid, pgid)
+	}
+}
+
 // Scenario 6: a real process that writes files silently is kept alive by the
 // workspace monitor; a sleep with no output is killed at the idle window with
 // its whole process group.
@@ -130,7 +150,7 @@ func TestRealSubprocessesQuietFileWorkLivesSilentSleepDies(t *testing.T) {
 
 	require.ErrorIs(t, context.Cause(sleeper.Context()), watchdog.ErrIdleTimeout)
 	require.Error(t, <-sleeperDone, "the sleeper was killed")
-	assert.Empty(t, liveInGroup(t, scmd.Process.Pid), "no process of the sleeper's group is left")
+	requireGroupGone(t, scmd.Process.Pid) // no process of the sleeper's group is left
 	sev := load(t, store, "sleeper")
 	d := ofKind(sev, watchdog.KindDecision)
 	require.Len(t, d, 1)
@@ -150,7 +170,7 @@ func TestRealSubprocessesQuietFileWorkLivesSilentSleepDies(t *testing.T) {
 	require.NoError(t, wcmd.Wait())
 	advance(t, mock, 10*time.Second, w)
 	require.ErrorIs(t, context.Cause(worker.Context()), watchdog.ErrIdleTimeout)
-	assert.Empty(t, liveInGroup(t, wcmd.Process.Pid))
+	requireGroupGone(t, wcmd.Process.Pid)
 }
 
 // Issue 4, done 2: a subprocess handler (a real sleep with a child of its
@@ -185,7 +205,7 @@ func TestSubprocessHandlerIsKilledWithItsWholeGroup(t *testing.T) {
 	var v *watchdog.VerdictError
 	require.ErrorAs(t, err, &v)
 	assert.Equal(t, "sh sleep", v.DyingSpan)
-	assert.Empty(t, liveInGroup(t, pgid), "no process of the group is left")
+	requireGroupGone(t, pgid) // no process of the group is left
 	abandoned, _ := w.AbandonedHandlers()
 	assert.Zero(t, abandoned, "the handler returned once its group was killed")
 }
@@ -220,5 +240,5 @@ func TestCommandEscalatesToSIGKILLForAGroupIgnoringSIGTERM(t *testing.T) {
 	rest, err := io.ReadAll(r)
 	require.NoError(t, err)
 	assert.Empty(t, rest)
-	assert.Empty(t, liveInGroup(t, cmd.Process.Pid))
+	requireGroupGone(t, cmd.Process.Pid)
 }

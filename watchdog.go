@@ -88,6 +88,7 @@ type Watchdog struct {
 	sessions map[string]*Session
 	heap     sched.Heap[timed]
 	layers   map[*layer]struct{} // in-flight deadline layers
+	popped   []timed             // scratch of runDue
 	closed   bool
 	passing  bool                        // a scheduler pass holds the recorder's queue (see enqueueLocked)
 	scratch  [MaxChannels]decide.Channel // snapshotLocked's buffer; guarded by mu
@@ -152,8 +153,7 @@ func New(opts ...Option) *Watchdog {
 	w.wg.Add(2)
 	go func() { defer w.wg.Done(); w.rec.run() }()
 	go func() { defer w.wg.Done(); w.schedule() }()
-	w.wg.Add(1)
-	go func() { defer w.wg.Done(); w.act.run() }()
+	go w.act.run() // Close waits for it through act.done, bounded by its ctx
 	return w
 }
 
@@ -207,6 +207,10 @@ type sessionRare struct {
 	bounded []*layer      // in-flight handlers with a deadline; guarded by w.mu
 	waiter  *waiter       // armed waiting watchdog; guarded by w.mu
 	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
+
+	graceUntil time.Time                 // end of the startup grace (zero: none)
+	backingOff bool                      // RunPhase waits between attempts: the idle rule is suspended
+	liveness   map[string]*livenessState // user liveness rules
 }
 
 // noRare stands in, read-only, for the sessionRare of a session without one.
@@ -281,6 +285,7 @@ type sessionConfig struct {
 }
 
 func newSessionConfig(p Policy) *sessionConfig {
+	p = p.clone()
 	c := &sessionConfig{policy: p, limits: p.limits(), grace: p.HandlerGrace,
 		recoveryBudget: p.RecoveryBudget, recoveryBackoff: p.RecoveryBackoff}
 	if c.grace == 0 {
@@ -331,8 +336,10 @@ func (s *Session) ID() string { return s.id }
 
 // Context returns the session's context. It is cancelled when the window ends:
 // with a *VerdictError cause when the watchdog fires, ErrSessionStopped after
-// Stop, ErrClosed after Close, or the parent's cause when the context passed
-// to Start or Resume ends.
+// Stop, ErrClosed after Close. It is also cancelled, with the parent's cause,
+// when the context passed to Start or Resume ends; that does not end the
+// window (the session stays watched until Stop, a fire or Close; Run stops it
+// with StopCanceled).
 func (s *Session) Context() context.Context { return s.ctx }
 
 // Window returns the window number, from 1.
@@ -443,6 +450,12 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 			}
 		}
 	}
+	if s.sessionStartedAt.IsZero() {
+		w.release(s)
+		err := fmt.Errorf("%w: resume %q: the store's events carry no session_started_at", ErrInvalidEvent, id)
+		s.cancel(err)
+		return nil, err
+	}
 	if ended || last == 0 {
 		s.window = int32(last + 1)
 		s.windowStartedAt = w.clock.Now().UTC()
@@ -522,6 +535,9 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 	w.sessions[s.id] = s
 	s.state.Store(stateRunning)
 	s.since = toNanos(now)
+	if g := s.cfg.limits.StartupGrace; g > 0 {
+		s.rw().graceUntil = now.UTC().Add(g)
+	}
 	v := decide.Decide(s.cfg.limits, s.snapshotLocked(), now)
 	due := toNanos(v.Next)
 	if v.Action != decide.Continue || v.Record || v.Next.IsZero() {
@@ -728,7 +744,10 @@ func (w *Watchdog) Check(ctx context.Context) error {
 // Close stops the scheduler, cancels the context of every session still
 // watched with cause ErrClosed (recording no terminal event, so each can be
 // resumed where it was), makes a last attempt to record every pending event
-// until ctx ends, and waits for every goroutine the Watchdog started. It
+// until ctx ends, and waits for every goroutine the Watchdog started. Callers
+// blocked in Within or Call are released with ErrClosed; a handler function
+// that ignores its context is user code and is not waited for (see
+// AbandonedHandlers). It
 // returns an error wrapping ErrNotRecorded that names each event it could
 // not record. Later calls do nothing but wait for the first one and return
 // its result.
@@ -763,7 +782,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 
 		close(w.done)
 		w.stopTicks()
-		w.act.close()
+		actErr := w.act.close(ctx)
 		w.timerMu.Lock()
 		if w.timer != nil {
 			w.timer.Stop()
@@ -780,7 +799,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		if ws != nil {
 			ws.close()
 		}
-		w.closeErr = w.rec.close(ctx)
+		w.closeErr = errors.Join(actErr, w.rec.close(ctx))
 		w.wg.Wait()
 		if w.closeErr != nil {
 			w.log.Error("watchdog: closed with events not recorded", zap.Error(w.closeErr))

@@ -114,12 +114,15 @@ type State struct {
 type Snapshot struct {
 	SessionStartedAt time.Time
 	WindowStartedAt  time.Time
-	// ObservedSince is when evidence began to be recorded for this
-	// window (the Start or Resume that attached it); without baseline
-	// evidence the idle rule measures silence from ObservedSince plus the
-	// startup grace. Zero means WindowStartedAt.
+	// ObservedSince is the idle floor: evidence before it does not count
+	// (the Start or Resume that attached the window, the end of a wait, a
+	// new RunPhase attempt). Zero means WindowStartedAt.
 	ObservedSince time.Time
-	Channels      []Channel
+	// GraceUntil is when the startup grace ends: the idle rule is not
+	// armed before it unless the baseline speaks. Zero once the baseline
+	// has spoken in this window, or without a grace.
+	GraceUntil time.Time
+	Channels   []Channel
 	// ChildWait is the time spent waiting on children in closed waits;
 	// ChildWaitOpenSince is when the current wait began (zero if none).
 	ChildWait          time.Duration
@@ -243,9 +246,12 @@ func Decide(l Limits, s Snapshot, now time.Time) Verdict {
 	if observed.IsZero() {
 		observed = s.WindowStartedAt
 	}
-	ref := observed.Add(l.StartupGrace)
-	if base.Last != Never && base.Last >= observed.UnixNano() {
+	spoke := base.Last != Never && base.Last >= observed.UnixNano()
+	ref := observed
+	if spoke {
 		ref = time.Unix(0, base.Last)
+	} else if s.GraceUntil.After(ref) {
+		ref = s.GraceUntil
 	}
 	idleDue := ref.Add(l.IdleWindow) // silent for more than the window after this
 	fresh := func() Verdict {
@@ -255,7 +261,7 @@ func Decide(l Limits, s Snapshot, now time.Time) Verdict {
 	}
 	if !now.After(idleDue) {
 		next := idleDue.Add(time.Nanosecond)
-		if (base.Last == Never || base.Last < observed.UnixNano()) && now.Before(ref) {
+		if !spoke && now.Before(ref) {
 			// In the startup grace with no output yet: a first line at
 			// any later instant t arms the rule at once, stale after
 			// t+IdleWindow > now+IdleWindow, so look again then.
@@ -288,7 +294,11 @@ func Decide(l Limits, s Snapshot, now time.Time) Verdict {
 		// its own deadline will end. Look again when it must be over.
 		v.Deferred, v.ActiveChannel, v.Record, v.Rule = true, ActiveHandler, true, RuleIdle
 		v.Elapsed, v.Budget = silence, l.IdleWindow
-		v.Next = earliest(v.Next, s.BoundedUntil.Add(time.Nanosecond))
+		until := s.BoundedUntil
+		if until.Before(now) {
+			until = now // the handler is overdue for its end: look right after
+		}
+		v.Next = earliest(v.Next, until.Add(time.Nanosecond))
 		return fresh()
 	}
 	if s.State.Advised.Has(RuleIdle) {

@@ -56,6 +56,8 @@ func TestWallClockOverFixedInstants(t *testing.T) {
 	}
 }
 
+func graced(l Limits) Limits { l.StartupGrace = time.Minute; return l }
+
 func TestIdleRuleOverFixedInstants(t *testing.T) {
 	base := Limits{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: 30 * time.Second,
 		SettleChecks: 1, SettleInterval: 5 * time.Second}
@@ -73,11 +75,11 @@ func TestIdleRuleOverFixedInstants(t *testing.T) {
 			Continue, false, -1, at(15*time.Second + 1)},
 		{"no stdout yet: idle measured from the window start", nil, chans(never), at(10 * time.Second),
 			Continue, false, -1, at(10*time.Second + 1)},
-		{"startup grace delays arming; a look one window on catches a first line", func(l Limits) Limits { l.StartupGrace = time.Minute; return l },
+		{"startup grace delays arming; a look one window on catches a first line", graced,
 			chans(never), at(30 * time.Second), Continue, false, -1, at(40*time.Second + 1)},
-		{"past the grace without output: idle from the grace's end", func(l Limits) Limits { l.StartupGrace = time.Minute; return l },
+		{"past the grace without output: idle from the grace's end", graced,
 			chans(never), at(65 * time.Second), Continue, false, -1, at(70*time.Second + 1)},
-		{"first output arms before the grace ends", func(l Limits) Limits { l.StartupGrace = time.Minute; return l },
+		{"first output arms before the grace ends", graced,
 			chans(2 * time.Second), at(13 * time.Second), Act, false, -1, time.Time{}},
 		{"stdout silent, workspace fresh: deferred until the workspace evidence expires", nil,
 			chans(0, never, never, 25*time.Second), at(30 * time.Second), Continue, true, 3, at(55*time.Second + 1)},
@@ -98,7 +100,11 @@ func TestIdleRuleOverFixedInstants(t *testing.T) {
 			if tt.l != nil {
 				l = tt.l(l)
 			}
-			v := Decide(l, snap(tt.ch), tt.now)
+			sn := snap(tt.ch)
+			if l.StartupGrace > 0 {
+				sn.GraceUntil = start.Add(l.StartupGrace)
+			}
+			v := Decide(l, sn, tt.now)
 			if v.Action != tt.action || v.Deferred != tt.deferred || v.ActiveChannel != tt.active || !v.Next.Equal(tt.next) {
 				t.Fatalf("Decide = %+v\nwant action %v deferred %v active %d next %v", v, tt.action, tt.deferred, tt.active, tt.next)
 			}

@@ -1,0 +1,390 @@
+// Package cli implements the watchdog command: its subcommands, flags, help
+// texts and exit codes. Main is the whole program, minus os.Exit, so tests
+// run it in-process.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/eventlog"
+	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/inspect"
+	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/pgsource"
+	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/verify"
+	"github.com/sessionwatchdog/watchdog/stores/postgres"
+)
+
+// Exit codes of the watchdog command.
+const (
+	// ExitOK: the command did what was asked.
+	ExitOK = 0
+	// ExitMismatch: the log was read, but a recorded verdict is wrong
+	// (verify found a mismatch).
+	ExitMismatch = 1
+	// ExitUsage: bad flags or arguments, or an input that cannot be read
+	// (missing file, corrupt line, unreachable database, missing table,
+	// corrupt row), or an output that cannot be written.
+	ExitUsage = 2
+)
+
+const usage = `watchdog: read and check the event logs the watchdog library records.
+
+Usage:
+  watchdog <command> [flags] [arguments]
+
+Commands:
+  inspect   show each session's timeline: starts, resumes, verdicts with the
+            channel that justified waiting, decisions, actions, outcomes, stops
+  verify    re-derive every recorded verdict from the log (replay); exit 1 on
+            a mismatch, for CI pipelines
+  help      show help for a command: watchdog help inspect
+
+An event log is JSON Lines: one event per line, as the watchdog file store
+writes it. "-" reads standard input. With --dsn, the log is read from the
+PostgreSQL table of the stores/postgres event store instead (read-only).
+
+Exit codes:
+  0  success
+  1  a recorded verdict does not check out (mismatch)
+  2  usage error, or an input that cannot be read (missing file, corrupt line,
+     unreachable database, missing table, corrupt row)
+
+Examples:
+  watchdog inspect events.jsonl
+  watchdog inspect --session agent-42 --kind verdict,decision events.jsonl
+  watchdog inspect --html report.html events.jsonl
+  watchdog inspect --dsn "host=/run/postgresql dbname=app" --table watchdog_events
+  watchdog verify events.jsonl || echo "the log does not check out"
+`
+
+const verifyUsage = `Usage: watchdog verify [flags] FILE.jsonl
+       watchdog verify [flags] --dsn DSN [--table TABLE]
+
+Re-derives every recorded verdict and decision from the inputs recorded with
+it (the session's policy on its start or resume event, the evidence summary,
+the window's and session's starts, the settle count), with the same pure
+decision the watchdog uses, and checks that every outcome (cancel,
+superseded, action_failed, attempt_cancelled) links a decision of its
+session and that deadline and wait-timeout events fired at or after their
+limit. This is watchdog.Replay. A log is self-consistent when nothing
+mismatches: nobody edited a verdict, and the version that wrote it decided
+as this one does.
+
+FILE is a JSON Lines event log; "-" reads standard input. With --dsn the
+events are read from PostgreSQL instead (see "watchdog help inspect"). Only
+whole sessions can be selected: a verdict needs its session's start event.
+
+Exit codes:
+  0  every verdict checks out
+  1  at least one mismatch (each is printed: seq, event, recorded, re-derived)
+  2  usage error, or a log that cannot be read (missing file, corrupt line,
+     unreachable database, missing table, corrupt row)
+
+Flags (-flag or --flag, before or after FILE; "--" ends them):
+%s
+Examples:
+  watchdog verify events.jsonl
+  watchdog verify --session agent-42 events.jsonl
+  watchdog verify --json events.jsonl | jq '.mismatches[]'
+  PGPASSWORD=... watchdog verify --dsn "postgres://audit@db.internal/app"
+`
+
+const inspectUsage = `Usage: watchdog inspect [flags] FILE.jsonl
+       watchdog inspect [flags] --dsn DSN [--table TABLE]
+
+Shows, per session, a timeline of the recorded events: start, resumes, each
+CONTINUE verdict with the channel that justified waiting (active_channel),
+stale observations (settle_count of settle_checks), decisions (mode act or
+shadow, rule, reason), outcomes (cancel and the decision it carried out,
+superseded, action_failed), stops, and every other event kind with its
+reason and fields. Under each verdict: the age of every channel's latest
+evidence; "*" marks the active channel.
+
+FILE is a JSON Lines event log; "-" reads standard input. A line that is
+not a valid event is an error naming the file and line (exit code 2).
+
+With --dsn DSN (and no FILE) the events are read from PostgreSQL: the table
+the stores/postgres event store writes (--table, default watchdog_events),
+every session's events in seq order, or only the --session ones. The
+command only reads: one read-only transaction, nothing created or changed.
+DSN is a URL (postgres://user@host:5432/db) or key=value pairs (host=/tmp
+dbname=app); the usual PG* variables apply, so keep a password in
+PGPASSWORD or ~/.pgpass rather than on the command line. A row that is not
+a valid event is an error naming the table and its seq (exit code 2).
+
+Flags (-flag or --flag, before or after FILE; "--" ends them):
+%s
+Examples:
+  watchdog inspect events.jsonl
+  watchdog inspect --session agent-42 events.jsonl
+  watchdog inspect --kind cancel --kind decision --since 2026-05-23T09:00:00Z events.jsonl
+  cat events.jsonl | watchdog inspect --json - | jq '.sessions[].final'
+  watchdog inspect --html report.html events.jsonl   # one self-contained page
+  watchdog inspect --dsn "host=/run/postgresql dbname=app" --session agent-42
+`
+
+// Main runs the watchdog command with args (without the program name) and
+// returns its exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return ExitUsage
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "inspect":
+		return runInspect(rest, stdin, stdout, stderr)
+	case "verify":
+		return runVerify(rest, stdin, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 && rest[0] == "inspect" {
+			return runInspect([]string{"--help"}, stdin, stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "verify" {
+			return runVerify([]string{"--help"}, stdin, stdout, stderr)
+		}
+		if len(rest) > 0 {
+			fmt.Fprintf(stderr, "watchdog help: unknown command %q\n", rest[0])
+			return ExitUsage
+		}
+		fmt.Fprint(stdout, usage)
+		return ExitOK
+	default:
+		fmt.Fprintf(stderr, "watchdog: unknown command %q\n\n%s", cmd, usage)
+		return ExitUsage
+	}
+}
+
+// listFlag is a repeatable flag whose values may also be comma-separated.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+// timeFlag is an RFC 3339 instant.
+type timeFlag struct{ t time.Time }
+
+func (f *timeFlag) String() string {
+	if f.t.IsZero() {
+		return ""
+	}
+	return f.t.Format(time.RFC3339Nano)
+}
+
+func (f *timeFlag) Set(v string) error {
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return fmt.Errorf("want an RFC 3339 time such as 2026-05-23T09:00:00Z")
+	}
+	f.t = t
+	return nil
+}
+
+func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("watchdog inspect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		sessions, kinds listFlag
+		since, until    timeFlag
+		asJSON          bool
+		htmlOut         string
+	)
+	fs.Var(&sessions, "session", "show only this session `id` (repeatable, or comma-separated)")
+	fs.Var(&kinds, "kind", "show only this event `kind`: full (runtime.watchdog.cancel) or short (cancel);\nrepeatable, or comma-separated")
+	fs.Var(&since, "since", "show only events that occurred at or after this RFC 3339 `time`")
+	fs.Var(&until, "until", "show only events that occurred at or before this RFC 3339 `time`")
+	fs.BoolVar(&asJSON, "json", false, "write the timelines as JSON to standard output")
+	fs.StringVar(&htmlOut, "html", "", "write one self-contained HTML page with a chart per session to this `file`")
+	var src source
+	src.register(fs)
+	pos, code, ok := parse(fs, args, inspectUsage, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if !src.check("inspect", pos, stderr) {
+		return ExitUsage
+	}
+	if asJSON && htmlOut != "" {
+		fmt.Fprintln(stderr, "watchdog inspect: --json and --html are exclusive: pick one output")
+		return ExitUsage
+	}
+	if !since.t.IsZero() && !until.t.IsZero() && until.t.Before(since.t) {
+		fmt.Fprintf(stderr, "watchdog inspect: --until %s is before --since %s\n", until.String(), since.String())
+		return ExitUsage
+	}
+	events, name, err := src.read(pos, sessions, stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "watchdog inspect: %v\n", err)
+		return ExitUsage
+	}
+	report := inspect.Build(events, inspect.Filter{Sessions: sessions, Kinds: kinds, Since: since.t, Until: until.t})
+	switch {
+	case htmlOut != "":
+		if err := writeHTML(htmlOut, report, name); err != nil {
+			fmt.Fprintf(stderr, "watchdog inspect: %v\n", err)
+			return ExitUsage
+		}
+		fmt.Fprintf(stderr, "wrote %s (%d sessions)\n", htmlOut, len(report.Sessions))
+	case asJSON:
+		err = inspect.WriteJSON(stdout, report)
+	default:
+		err = inspect.WriteText(stdout, report)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "watchdog inspect: write output: %v\n", err)
+		return ExitUsage
+	}
+	return ExitOK
+}
+
+func runVerify(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("watchdog verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		sessions listFlag
+		asJSON   bool
+	)
+	fs.Var(&sessions, "session", "verify only this session `id` (repeatable, or comma-separated)")
+	fs.BoolVar(&asJSON, "json", false, "write the result as JSON to standard output")
+	var src source
+	src.register(fs)
+	pos, code, ok := parse(fs, args, verifyUsage, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if !src.check("verify", pos, stderr) {
+		return ExitUsage
+	}
+	events, name, err := src.read(pos, sessions, stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "watchdog verify: %v\n", err)
+		return ExitUsage
+	}
+	if name == "-" {
+		name = "<stdin>"
+	}
+	res, err := verify.Run(name, events, sessions, watchdog.Replay)
+	if err != nil {
+		fmt.Fprintf(stderr, "watchdog verify: %v\n", err)
+		return ExitUsage
+	}
+	if asJSON {
+		err = verify.WriteJSON(stdout, res)
+	} else {
+		err = verify.WriteText(stdout, res)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "watchdog verify: write output: %v\n", err)
+		return ExitUsage
+	}
+	if !res.OK() {
+		return ExitMismatch
+	}
+	return ExitOK
+}
+
+// source is where a command reads its events: a JSON Lines file (the
+// positional argument) or, with --dsn, a PostgreSQL table.
+type source struct {
+	dsn, table string
+	tableSet   bool
+}
+
+func (s *source) register(fs *flag.FlagSet) {
+	s.table = postgres.DefaultTable
+	fs.StringVar(&s.dsn, "dsn", "", "read the events from PostgreSQL at this `DSN` (URL or key=value pairs) instead of a file")
+	fs.Func("table", "with --dsn: the events `table` of the PostgreSQL store, [schema.]name (default "+postgres.DefaultTable+")", func(v string) error {
+		s.table, s.tableSet = v, true
+		return nil
+	})
+}
+
+// check reports whether the positional arguments fit the source, printing
+// the problem to stderr if not.
+func (s *source) check(cmd string, pos []string, stderr io.Writer) bool {
+	switch {
+	case s.dsn != "" && len(pos) > 0:
+		fmt.Fprintf(stderr, "watchdog %s: --dsn reads the events from PostgreSQL: give no event log file too (got %q)\n", cmd, pos[0])
+	case s.dsn == "" && s.tableSet:
+		fmt.Fprintf(stderr, "watchdog %s: --table needs --dsn (it names a PostgreSQL table)\n", cmd)
+	case s.dsn == "" && len(pos) != 1:
+		fmt.Fprintf(stderr, "watchdog %s: want exactly one event log (FILE.jsonl or -), or --dsn; got %d arguments\n", cmd, len(pos))
+	default:
+		return true
+	}
+	fmt.Fprintf(stderr, "run 'watchdog help %s' for usage\n", cmd)
+	return false
+}
+
+// read returns the events and a name for the source (the file, or
+// "postgres:TABLE", never the DSN, which may hold a password). With --dsn,
+// only the sessions listed are read when there are any.
+func (s *source) read(pos, sessions []string, stdin io.Reader) ([]watchdog.Event, string, error) {
+	if s.dsn == "" {
+		events, err := eventlog.ReadFile(pos[0], stdin)
+		return events, pos[0], err
+	}
+	name := "postgres:" + s.table
+	events, err := pgsource.Read(context.Background(), s.dsn, s.table, sessions)
+	return events, name, err
+}
+
+func writeHTML(path string, r inspect.Report, source string) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	if err := inspect.WriteHTML(f, r, source); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// parse parses flags that may appear before, between or after the
+// positional arguments; a lone "--" ends the flags. It returns ok=false with
+// the exit code when the command must stop: ExitOK after --help (the usage
+// goes to stdout), ExitUsage on a bad flag (the flag package has named it).
+func parse(fs *flag.FlagSet, args []string, help string, stdout, stderr io.Writer) (pos []string, code int, ok bool) {
+	fs.Usage = func() {} // the flag package's error is enough; help on request
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				var b strings.Builder
+				fs.SetOutput(&b)
+				fs.PrintDefaults()
+				fmt.Fprintf(stdout, help, b.String())
+				return nil, ExitOK, false
+			}
+			fmt.Fprintf(stderr, "run 'watchdog help %s' for usage\n", strings.TrimPrefix(fs.Name(), "watchdog "))
+			return nil, ExitUsage, false
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), 0, true
+		}
+		if len(rest) == 0 {
+			return pos, 0, true
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}

@@ -1,0 +1,381 @@
+// Package inspect turns a watchdog event log into per-session timelines and
+// renders them as text, JSON or a self-contained HTML page. It knows the
+// event kinds of the watchdog package and shows any other kind generically
+// (its reason and fields), so a log written by a newer version never makes
+// it fail.
+package inspect
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// Filter selects the events to show. A zero Filter selects everything.
+type Filter struct {
+	// Sessions keeps only these session ids (aggregate_id), if non-empty.
+	Sessions []string
+	// Kinds keeps only these event kinds, if non-empty. A kind matches its
+	// full name ("runtime.watchdog.cancel") or its last dotted part
+	// ("cancel", "deadline_exceeded").
+	Kinds []string
+	// Since and Until keep events whose occurred_at is within
+	// [Since, Until]; a zero bound is open.
+	Since, Until time.Time
+}
+
+// Match reports whether e passes the filter.
+func (f Filter) Match(e watchdog.Event) bool {
+	if len(f.Sessions) > 0 && !contains(f.Sessions, e.AggregateID) {
+		return false
+	}
+	if len(f.Kinds) > 0 {
+		ok := false
+		for _, k := range f.Kinds {
+			if kindMatches(e.Kind, k) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	if !f.Since.IsZero() && e.OccurredAt.Before(f.Since) {
+		return false
+	}
+	if !f.Until.IsZero() && e.OccurredAt.After(f.Until) {
+		return false
+	}
+	return true
+}
+
+func kindMatches(kind, want string) bool {
+	return kind == want || strings.HasSuffix(kind, "."+want)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Report is the inspection of one event log.
+type Report struct {
+	// Sessions are the sessions with at least one selected event, in the
+	// order of their first event in the log.
+	Sessions []Session `json:"sessions"`
+}
+
+// Session is the timeline of one session.
+type Session struct {
+	// ID is the session id (aggregate_id).
+	ID string `json:"session_id"`
+	// StartedAt is the session's session_started_at (from its first event).
+	StartedAt time.Time `json:"session_started_at"`
+	// Windows are the window numbers seen, ascending.
+	Windows []int `json:"windows"`
+	// Channels are the evidence channels named in the session's evidence
+	// summaries, in their recorded order.
+	Channels []string `json:"channels"`
+	// Final describes the last terminal event shown (stop or cancel), or
+	// is empty when the shown events contain none.
+	Final string `json:"final,omitempty"`
+	// Timeline holds the session's selected events, in log order.
+	Timeline []Entry `json:"timeline"`
+}
+
+// Entry is one event of a timeline.
+type Entry struct {
+	// Label is a short name for the event: "start", "CONTINUE", "stale 2/3",
+	// "DECISION act", "cancel", or the kind for kinds this version does
+	// not know.
+	Label string `json:"label"`
+	// Summary is a one-line human description of the event.
+	Summary string `json:"summary"`
+	// Known is false for an event kind this version does not know.
+	Known bool `json:"known_kind"`
+	// Ages are the per-channel evidence ages at the event (from its
+	// evidence_summary), in channel order; empty when it has none.
+	Ages []ChannelAge `json:"channel_ages,omitempty"`
+	// Event is the recorded event, with every field.
+	Event watchdog.Event `json:"event"`
+}
+
+// ChannelAge is one channel's evidence at a verdict.
+type ChannelAge struct {
+	// Channel is the channel's name.
+	Channel string `json:"channel"`
+	// AgeSeconds is how old its latest evidence was; nil if it had none.
+	AgeSeconds *float64 `json:"age_seconds"`
+	// LastAt is when its latest evidence was recorded; nil if none.
+	LastAt *time.Time `json:"last_at"`
+	// Counter counts the distinct instants with evidence.
+	Counter uint64 `json:"counter"`
+}
+
+// Build groups the events that pass f by session, in log order.
+func Build(events []watchdog.Event, f Filter) Report {
+	idx := make(map[string]int)
+	var r Report
+	for _, e := range events {
+		if !f.Match(e) {
+			continue
+		}
+		i, ok := idx[e.AggregateID]
+		if !ok {
+			i = len(r.Sessions)
+			idx[e.AggregateID] = i
+			r.Sessions = append(r.Sessions, Session{ID: e.AggregateID, StartedAt: e.SessionStartedAt, Windows: []int{}, Channels: []string{}})
+		}
+		s := &r.Sessions[i]
+		if !containsInt(s.Windows, e.Window) {
+			s.Windows = append(s.Windows, e.Window)
+			sort.Ints(s.Windows)
+		}
+		for _, ev := range e.EvidenceSummary {
+			if !contains(s.Channels, ev.Channel) {
+				s.Channels = append(s.Channels, ev.Channel)
+			}
+		}
+		en := describe(e)
+		if e.Terminal() {
+			s.Final = fmt.Sprintf("window %d: %s", e.Window, en.Summary)
+		}
+		s.Timeline = append(s.Timeline, en)
+	}
+	return r
+}
+
+func containsInt(list []int, n int) bool {
+	for _, x := range list {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+// describe labels and summarises one event.
+func describe(e watchdog.Event) Entry {
+	en := Entry{Event: e, Known: true}
+	for _, ev := range e.EvidenceSummary {
+		en.Ages = append(en.Ages, ChannelAge{Channel: ev.Channel, AgeSeconds: ev.AgeSeconds, LastAt: ev.LastAt, Counter: ev.Counter})
+	}
+	var parts []string
+	add := func(format string, args ...any) { parts = append(parts, fmt.Sprintf(format, args...)) }
+	switch e.Kind {
+	case watchdog.KindStart:
+		en.Label = "start"
+		add("window %d, budget %s", e.Window, secs(e.ConfiguredBudgetSeconds))
+		addPolicy(&parts, e)
+	case watchdog.KindResume:
+		en.Label = "resume"
+		add("window %d started %s, budget %s", e.Window, stamp(e.WindowStartedAt), secs(e.ConfiguredBudgetSeconds))
+		addPolicy(&parts, e)
+	case watchdog.KindStop:
+		en.Label = "stop"
+		add("%s", orDash(e.StopReasonCode, e.Reason))
+		add("after %s in window %d", secs(e.ElapsedSeconds), e.Window)
+	case watchdog.KindVerdict:
+		en.Label = e.Verdict
+		if e.SettleChecks > 0 {
+			en.Label = fmt.Sprintf("stale %d/%d", e.SettleCount, e.SettleChecks)
+		}
+		add("rule %s: %s", orDash(e.Rule), measure(e))
+		if e.SettleChecks > 0 {
+			add("stale observation %d of %d, no fresh evidence (active_channel %s)", e.SettleCount, e.SettleChecks, orDash(e.ActiveChannel))
+		} else {
+			add("waiting: %s", activeAge(e))
+		}
+	case watchdog.KindDecision:
+		en.Label = "DECISION " + orDash(string(e.Mode))
+		add("%s by rule %s: %s", orDash(e.Verdict), orDash(e.Rule), orDash(e.Reason))
+		add("%s", measure(e))
+		if e.Recoverable != nil {
+			add("recoverable=%t", *e.Recoverable)
+		}
+		if e.Mode == watchdog.ModeShadow {
+			add("shadow: advice only, nothing done")
+		}
+		if e.SettleChecks > 0 {
+			add("after %d/%d stale observations", e.SettleCount, e.SettleChecks)
+		}
+	case watchdog.KindCancel:
+		en.Label = "cancel"
+		add("%s (%s)", orDash(e.Reason), orDash(e.StopReasonCode))
+		if !e.FiredAt.IsZero() {
+			add("fired %s", stamp(e.FiredAt))
+		}
+		add("decided by %s", orDash(e.DecidedByDecisionID))
+	case watchdog.KindSuperseded:
+		en.Label = "superseded"
+		add("decision %s not carried out: fresh evidence before the action", orDash(e.DecidedByDecisionID))
+	case watchdog.KindActionFailed:
+		en.Label = "action_failed"
+		add("action for decision %s failed: %s", orDash(e.DecidedByDecisionID), orDash(e.Error))
+	case watchdog.KindHandlerDeadline:
+		en.Label = "deadline " + orDash(e.Layer)
+		add("%s %q overran: elapsed %s of budget %s", orDash(e.Layer), e.Handler, secs(e.MeasureSeconds), secs(e.LimitSeconds))
+		add("dying span %s", orDash(quoted(e.DyingSpan)))
+		if e.Reason != "" {
+			add("reason %s", e.Reason)
+		}
+	case watchdog.KindHandlerAbandoned:
+		en.Label = "abandoned " + orDash(e.Layer)
+		add("%s %q ignored its deadline past the grace: abandoned after %s (budget+grace %s)", orDash(e.Layer), e.Handler, secs(e.MeasureSeconds), secs(e.LimitSeconds))
+		add("dying span %s", orDash(quoted(e.DyingSpan)))
+	case watchdog.KindWaitTimeout:
+		en.Label = "wait_timeout"
+		add("waited %s of timeout %s (generation %d): callback, no cancel", secs(e.MeasureSeconds), secs(e.LimitSeconds), e.Generation)
+	case watchdog.KindAttemptCancelled:
+		en.Label = "attempt cancelled"
+		add("phase %s attempt %d ended by %s", orDash(quoted(e.Phase)), e.Attempt, orDash(e.Reason))
+	case watchdog.KindRetry:
+		en.Label = "retry"
+		add("phase %s: attempt %d after backoff %s (%s)", orDash(quoted(e.Phase)), e.Attempt, secs(e.LimitSeconds), orDash(e.Reason))
+	case watchdog.KindRecoveryBudgetExceeded:
+		en.Label = "recovery budget exceeded"
+		add("phase %s: retries ran out at attempt %d (%s, %s)", orDash(quoted(e.Phase)), e.Attempt, orDash(e.Reason), orDash(e.StopReasonCode))
+	default:
+		en.Known = false
+		en.Label = strings.TrimPrefix(e.Kind, "runtime.")
+		parts = append(parts, genericFields(e)...)
+	}
+	if en.Known {
+		if e.HandlersInFlight > 0 {
+			add("handlers in flight %d", e.HandlersInFlight)
+		}
+		if e.Waiting {
+			add("waiting")
+		}
+		for _, k := range sortedKeys(e.Extra) {
+			add("%s=%s", k, compact(e.Extra[k]))
+		}
+	}
+	en.Summary = strings.Join(parts, "; ")
+	return en
+}
+
+// addPolicy appends the recorded policy (start and resume events), as JSON.
+func addPolicy(parts *[]string, e watchdog.Event) {
+	if e.Policy == nil {
+		return
+	}
+	b, err := json.Marshal(e.Policy)
+	if err != nil {
+		*parts = append(*parts, "policy unprintable: "+err.Error())
+		return
+	}
+	*parts = append(*parts, "policy "+string(b))
+}
+
+// measure describes the rule's measure against its limit.
+func measure(e watchdog.Event) string {
+	what := map[string]string{
+		watchdog.RuleWallClock:      "window age",
+		watchdog.RuleSessionCeiling: "session age",
+		watchdog.RuleChildrenWait:   "children wait",
+		watchdog.RuleIdle:           "stdout silent",
+	}[e.Rule]
+	if what == "" {
+		what = "measure"
+	}
+	return fmt.Sprintf("%s %s of limit %s", what, secs(e.MeasureSeconds), secs(e.LimitSeconds))
+}
+
+// activeAge names the channel that justified waiting, with its age.
+func activeAge(e watchdog.Event) string {
+	if e.ActiveChannel == "" || e.ActiveChannel == "none" {
+		return "no active channel"
+	}
+	for _, ev := range e.EvidenceSummary {
+		if ev.Channel == e.ActiveChannel && ev.AgeSeconds != nil {
+			return fmt.Sprintf("active_channel %s (evidence %s old)", e.ActiveChannel, secs(*ev.AgeSeconds))
+		}
+	}
+	return "active_channel " + e.ActiveChannel
+}
+
+// envelope are the fields every event has; a generic summary leaves them out.
+var envelope = map[string]bool{
+	"event_id": true, "seq": true, "aggregate_type": true, "aggregate_id": true, "event_kind": true,
+	"window": true, "session_started_at": true, "window_started_at": true, "occurred_at": true,
+	"elapsed_seconds": true, "configured_budget_seconds": true,
+}
+
+// genericFields lists every field of an event of a kind this version does
+// not know, as key=value in key order, reason first: whatever a newer core
+// records is shown.
+func genericFields(e watchdog.Event) []string {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return []string{"unprintable: " + err.Error()}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return []string{"unprintable: " + err.Error()}
+	}
+	var out []string
+	if r, ok := m["reason"]; ok {
+		out = append(out, "reason "+strings.Trim(string(r), `"`))
+	}
+	for _, k := range sortedKeys(m) {
+		if !envelope[k] && k != "reason" {
+			out = append(out, k+"="+compact(m[k]))
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]json.RawMessage) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func quoted(s string) string {
+	if s == "" {
+		return ""
+	}
+	return strconv.Quote(s)
+}
+
+func compact(b []byte) string {
+	s := string(b)
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return s
+}
+
+func orDash(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return "-"
+}
+
+// secs formats a number of seconds compactly: "10s", "2.5s", "1h0m0s".
+func secs(s float64) string {
+	d := time.Duration(s * float64(time.Second)).Round(time.Millisecond)
+	return d.String()
+}
+
+// stamp formats an instant in UTC with milliseconds.
+func stamp(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}

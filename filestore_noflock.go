@@ -1,0 +1,11 @@
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
+
+package watchdog
+
+import "os"
+
+// lockFile is a no-op where flock is not available: the caller must make
+// sure that one process at a time opens a store file.
+func lockFile(*os.File) error { return nil }
+
+func unlockFile(*os.File) {}

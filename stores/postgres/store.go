@@ -1,0 +1,715 @@
+// Package postgres is a watchdog.EventStore on PostgreSQL, for a fleet of
+// orchestrator processes that share sessions: one process can resume a
+// session another started, exactly one terminal event is recorded per
+// session window however many processes race to decide it, and a component
+// in one process can follow (watchdog.Follow) a session that a Watchdog in
+// another process supervises.
+//
+//	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+//	store, err := postgres.New(ctx, pool) // creates the table if missing
+//	defer store.Close()
+//	w := watchdog.New(watchdog.WithStore(store))
+//
+// Every event is one row of one table (default "watchdog_events"): the
+// event's JSON exactly as Event.MarshalJSON wrote it (a json column, so
+// unknown fields round-trip), plus columns for the store's own use. The
+// database enforces the contract: a unique constraint on event_id makes
+// appends idempotent, a partial unique index on (aggregate_id, window) of
+// terminal rows makes the second terminal event fail, whichever process
+// sends it, and an identity column assigns seq.
+//
+// Subscriptions use LISTEN/NOTIFY on one dedicated connection per Store: an
+// Append notifies "seq:aggregate_id" in its transaction, and each
+// subscription reads its aggregate's rows after the last seq it delivered.
+// When that connection is lost, the Store reconnects with backoff and every
+// subscription catches up from its last seq, so no event is missed.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// DefaultTable is the table a Store uses unless WithTable says otherwise.
+const DefaultTable = "watchdog_events"
+
+// Option configures New and Migrate.
+type Option func(*config)
+
+type config struct {
+	table      string
+	log        *zap.Logger
+	backoffMin time.Duration
+	backoffMax time.Duration
+}
+
+// WithTable sets the events table: a name of letters, digits and
+// underscores (at most 40 bytes, not starting with a digit), optionally
+// qualified by a schema of the same form ("schema.table"), 63 bytes at most
+// in all. The same name is the LISTEN/NOTIFY channel. Default DefaultTable. Every process of a fleet
+// must use the same table.
+func WithTable(name string) Option { return func(c *config) { c.table = name } }
+
+// WithLogger sets the logger for the subscription machinery (a lost listener
+// connection and its reconnects, failed catch-up reads). Default: no
+// logging (zap.NewNop).
+func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithReconnectBackoff sets how long the listener waits before reconnecting
+// after losing its connection, and before a failed catch-up read is retried:
+// min at first, doubling up to max. Defaults 100 ms and 5 s.
+func WithReconnectBackoff(min, max time.Duration) Option {
+	return func(c *config) { c.backoffMin, c.backoffMax = min, max }
+}
+
+var tableName = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]{0,39}\.)?[A-Za-z_][A-Za-z0-9_]{0,39}$`)
+
+func newConfig(opts []Option) (config, error) {
+	c := config{table: DefaultTable, log: zap.NewNop(), backoffMin: 100 * time.Millisecond, backoffMax: 5 * time.Second}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if !tableName.MatchString(c.table) || len(c.table) > 63 {
+		return c, fmt.Errorf("%w: postgres store: table name %q: want [schema.]name of letters, digits and underscores, at most 40 bytes each and 63 in all", watchdog.ErrInvalidArgument, c.table)
+	}
+	if c.log == nil {
+		c.log = zap.NewNop()
+	}
+	if c.backoffMin <= 0 || c.backoffMax < c.backoffMin {
+		return c, fmt.Errorf("%w: postgres store: reconnect backoff %v..%v", watchdog.ErrInvalidArgument, c.backoffMin, c.backoffMax)
+	}
+	return c, nil
+}
+
+// names are the SQL identifiers and statements of one table.
+type names struct {
+	table         string // sanitized, possibly schema-qualified
+	channel       string // raw channel name, for pg_notify
+	terminalIndex string // raw index name, as PgError.ConstraintName reports it
+	lockSalt      string
+	insert        string
+	load          string
+	loadAfter     string
+	maxSeq        string
+	winner        string
+}
+
+func newNames(table string) names {
+	parts := strings.Split(table, ".")
+	base := parts[len(parts)-1]
+	t := pgx.Identifier(parts).Sanitize()
+	n := names{
+		table:         t,
+		channel:       table,
+		terminalIndex: base + "_one_terminal",
+		lockSalt:      table,
+	}
+	n.insert = `WITH ins AS (
+	INSERT INTO ` + t + ` (event_id, aggregate_id, event_kind, window_number, terminal, event)
+	VALUES ($1, $2, $3, $4, $5, $6)
+	ON CONFLICT (event_id) DO NOTHING
+	RETURNING seq, aggregate_id)
+SELECT seq, pg_notify($7, seq::text || ':' || CASE WHEN octet_length(aggregate_id) <= 7000 THEN aggregate_id ELSE '' END) FROM ins`
+	n.load = `SELECT seq, event FROM ` + t + ` WHERE aggregate_id = $1 ORDER BY seq`
+	n.loadAfter = `SELECT seq, event FROM ` + t + ` WHERE aggregate_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`
+	n.maxSeq = `SELECT coalesce(max(seq), 0) FROM ` + t + ` WHERE aggregate_id = $1`
+	n.winner = `SELECT event_id FROM ` + t + ` WHERE aggregate_id = $1 AND window_number = $2 AND terminal`
+	return n
+}
+
+// Migrate creates the events table and its indexes if they do not exist.
+// New calls it; call it yourself to create the schema ahead of time (for
+// example from a deployment step) with the same options. It is idempotent
+// and safe to run from many processes at once (it serialises on an
+// advisory lock). The schema:
+//
+//	CREATE TABLE watchdog_events (
+//		seq           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+//		event_id      text NOT NULL CONSTRAINT watchdog_events_event_id_key UNIQUE,
+//		aggregate_id  text NOT NULL,
+//		event_kind    text NOT NULL,
+//		window_number integer NOT NULL,
+//		terminal      boolean NOT NULL,  -- Event.Terminal()
+//		event         json NOT NULL,     -- the event's JSON, seq omitted
+//		recorded_at   timestamptz NOT NULL DEFAULT now());
+//	CREATE INDEX watchdog_events_aggregate ON watchdog_events (aggregate_id, seq);
+//	CREATE UNIQUE INDEX watchdog_events_one_terminal
+//		ON watchdog_events (aggregate_id, window_number) WHERE terminal;
+func Migrate(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
+	if pool == nil {
+		return fmt.Errorf("%w: postgres store: nil pool", watchdog.ErrInvalidArgument)
+	}
+	c, err := newConfig(opts)
+	if err != nil {
+		return err
+	}
+	return migrate(ctx, pool, c.table)
+}
+
+func migrate(ctx context.Context, pool *pgxpool.Pool, table string) error {
+	n := newNames(table)
+	base := n.terminalIndex[:len(n.terminalIndex)-len("_one_terminal")]
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres store: migrate %s: %w", table, err)
+	}
+	defer tx.Rollback(context.Background())
+	stmts := []string{
+		`SELECT pg_advisory_xact_lock(` + strconv.FormatInt(lockKey("migrate", table), 10) + `)`,
+		`CREATE TABLE IF NOT EXISTS ` + n.table + ` (
+	seq           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	event_id      text NOT NULL,
+	aggregate_id  text NOT NULL,
+	event_kind    text NOT NULL,
+	window_number integer NOT NULL,
+	terminal      boolean NOT NULL,
+	event         json NOT NULL,
+	recorded_at   timestamptz NOT NULL DEFAULT now(),
+	CONSTRAINT ` + pgx.Identifier{base + "_event_id_key"}.Sanitize() + ` UNIQUE (event_id))`,
+		`CREATE INDEX IF NOT EXISTS ` + pgx.Identifier{base + "_aggregate"}.Sanitize() + ` ON ` + n.table + ` (aggregate_id, seq)`,
+		`CREATE UNIQUE INDEX IF NOT EXISTS ` + pgx.Identifier{n.terminalIndex}.Sanitize() + ` ON ` + n.table + ` (aggregate_id, window_number) WHERE terminal`,
+	}
+	for _, s := range stmts {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			return fmt.Errorf("postgres store: migrate %s: %w", table, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("postgres store: migrate %s: %w", table, err)
+	}
+	return nil
+}
+
+// lockKey is the advisory lock key of (kind, table, id).
+func lockKey(parts ...string) int64 {
+	h := fnv.New64a()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return int64(h.Sum64())
+}
+
+// Store is a watchdog.EventStore and watchdog.Subscriber on PostgreSQL. All
+// methods are safe for concurrent use, and any number of Stores, in any
+// number of processes, may share one table. Create it with New; Close it
+// to end its subscriptions. The zero value is not usable.
+type Store struct {
+	pool *pgxpool.Pool
+	cfg  config
+	n    names
+
+	appName string // application_name of the listener connection
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	closed    bool
+	listening bool          // the listener goroutine runs
+	ready     chan struct{} // closed while the listener's LISTEN is active
+	subs      map[string]map[*subscription]struct{}
+
+	// test hooks, set before the first Subscribe
+	onListen    func()     // after each successful LISTEN
+	onReconnect func(bool) // before each connection attempt; true after a loss
+}
+
+// New returns a Store on pool, creating its table if it does not exist (see
+// Migrate). The pool stays the caller's: Close does not close it. The
+// subscription listener uses one extra connection, made with the pool's
+// connection settings, only once Subscribe is first called.
+func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: postgres store: nil context", watchdog.ErrInvalidArgument)
+	}
+	if pool == nil {
+		return nil, fmt.Errorf("%w: postgres store: nil pool", watchdog.ErrInvalidArgument)
+	}
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, pool, c.table); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		pool:    pool,
+		cfg:     c,
+		n:       newNames(c.table),
+		appName: truncate("watchdog listen "+c.table, 63),
+		ready:   make(chan struct{}),
+		subs:    make(map[string]map[*subscription]struct{}),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// Table returns the events table's name, as given to WithTable.
+func (s *Store) Table() string { return s.cfg.table }
+
+func validate(e watchdog.Event) error {
+	switch {
+	case e.ID == "":
+		return fmt.Errorf("%w: empty event_id", watchdog.ErrInvalidEvent)
+	case e.AggregateID == "":
+		return fmt.Errorf("%w: event %s: empty aggregate_id", watchdog.ErrInvalidEvent, e.ID)
+	case e.Kind == "":
+		return fmt.Errorf("%w: event %s: empty event_kind", watchdog.ErrInvalidEvent, e.ID)
+	case e.Window < 1:
+		return fmt.Errorf("%w: event %s: window %d, want >= 1", watchdog.ErrInvalidEvent, e.ID, e.Window)
+	case e.Window > 1<<31-1:
+		return fmt.Errorf("%w: event %s: window %d does not fit an integer column", watchdog.ErrInvalidEvent, e.ID, e.Window)
+	}
+	for _, s := range []string{e.ID, e.AggregateID, e.Kind} {
+		// PostgreSQL text holds neither NUL nor invalid UTF-8: refuse for
+		// good rather than fail every retry.
+		if strings.ContainsRune(s, 0) || !utf8.ValidString(s) {
+			return fmt.Errorf("%w: event %q: id, aggregate_id or event_kind has a NUL byte or invalid UTF-8", watchdog.ErrInvalidEvent, e.ID)
+		}
+	}
+	return nil
+}
+
+func (s *Store) closedErr() error {
+	return fmt.Errorf("%w: postgres store %s", watchdog.ErrClosed, s.cfg.table)
+}
+
+// Append implements watchdog.EventStore in one transaction: all events or
+// none. It takes a transaction-scoped advisory lock per aggregate, so the
+// appends of one session commit in seq order (which is what lets a
+// subscription catch up by seq), then inserts each event; an event_id the
+// table holds is skipped. A terminal event for a window that has one fails
+// on the database's unique index, and Append returns an error wrapping
+// watchdog.ErrAlreadyDecided that names the winning event. After Close it
+// returns an error wrapping watchdog.ErrClosed.
+func (s *Store) Append(ctx context.Context, events ...watchdog.Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.isClosed() {
+		return s.closedErr()
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	payloads := make([]string, len(events))
+	var keys []int64
+	for i, e := range events {
+		if err := validate(e); err != nil {
+			return err
+		}
+		e.Seq = 0
+		b, err := e.MarshalJSON()
+		if err != nil {
+			return fmt.Errorf("%w: %v", watchdog.ErrInvalidEvent, err)
+		}
+		payloads[i] = string(b)
+		keys = append(keys, lockKey("append", s.cfg.table, e.AggregateID))
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres store: append: begin: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	b := &pgx.Batch{}
+	for _, k := range keys {
+		b.Queue(`SELECT pg_advisory_xact_lock($1)`, k)
+	}
+	for i, e := range events {
+		b.Queue(s.n.insert, e.ID, e.AggregateID, e.Kind, e.Window, e.Terminal(), payloads[i], s.n.channel)
+	}
+	br := tx.SendBatch(ctx, b)
+	var failed *watchdog.Event
+	for range keys {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		for i := range events {
+			var seq int64
+			var ignored any
+			err = br.QueryRow().Scan(&seq, &ignored)
+			if errors.Is(err, pgx.ErrNoRows) { // a known event_id: skipped
+				err = nil
+				continue
+			}
+			if err != nil {
+				failed = &events[i]
+				break
+			}
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == s.n.terminalIndex && failed != nil {
+		_ = tx.Rollback(context.Background())
+		return s.decidedErr(ctx, *failed, err)
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		err = errors.Join(ctxErr, err)
+	}
+	return fmt.Errorf("postgres store: append: %w", err)
+}
+
+// decidedErr names the event that already ended e's window.
+func (s *Store) decidedErr(ctx context.Context, e watchdog.Event, cause error) error {
+	var winner string
+	err := s.pool.QueryRow(ctx, s.n.winner, e.AggregateID, e.Window).Scan(&winner)
+	if err != nil {
+		return fmt.Errorf("%w: session %q window %d: terminal event %s refused by the database (%v)",
+			watchdog.ErrAlreadyDecided, e.AggregateID, e.Window, e.ID, cause)
+	}
+	return fmt.Errorf("%w: session %q window %d already ended by event %s", watchdog.ErrAlreadyDecided, e.AggregateID, e.Window, winner)
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Load implements watchdog.EventStore: the aggregate's events in seq order,
+// each with its Seq. After Close it returns an error wrapping
+// watchdog.ErrClosed.
+func (s *Store) Load(ctx context.Context, aggregateID string) ([]watchdog.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.isClosed() {
+		return nil, s.closedErr()
+	}
+	rows, err := s.pool.Query(ctx, s.n.load, aggregateID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: load %q: %w", aggregateID, err)
+	}
+	evs, err := scanEvents(rows)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: load %q: %w", aggregateID, err)
+	}
+	return evs, nil
+}
+
+func scanEvents(rows pgx.Rows) ([]watchdog.Event, error) {
+	defer rows.Close()
+	evs := []watchdog.Event{}
+	for rows.Next() {
+		var seq int64
+		var raw []byte
+		if err := rows.Scan(&seq, &raw); err != nil {
+			return nil, err
+		}
+		var e watchdog.Event
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return nil, fmt.Errorf("row seq %d: %w", seq, err)
+		}
+		e.Seq = uint64(seq)
+		evs = append(evs, e)
+	}
+	return evs, rows.Err()
+}
+
+// subscription is one Subscribe call: its goroutine reads the aggregate's
+// rows after last whenever signal fires, and sends them on out.
+type subscription struct {
+	aggregate string
+	last      int64
+	signal    chan struct{}
+	out       chan watchdog.Event
+}
+
+func (sub *subscription) poke() {
+	select {
+	case sub.signal <- struct{}{}:
+	default:
+	}
+}
+
+// Subscribe implements watchdog.Subscriber across processes: the channel
+// delivers, in seq order, every event of aggregateID appended after
+// Subscribe returns, by any process on the same table, until ctx ends or
+// the Store is closed; then it is closed. Subscribe returns once the
+// Store's listener is listening (the first call connects it), or ctx's
+// error if that does not happen before ctx ends. A slow reader never blocks
+// Append: undelivered events wait in the table, not in memory. After a lost
+// listener connection the subscription catches up from the last event it
+// delivered. After Close it returns an error wrapping watchdog.ErrClosed.
+func (s *Store) Subscribe(ctx context.Context, aggregateID string) (<-chan watchdog.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, s.closedErr()
+	}
+	if !s.listening {
+		s.listening = true
+		s.wg.Add(1)
+		go s.listen()
+	}
+	ready := s.ready
+	s.mu.Unlock()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.ctx.Done():
+		return nil, s.closedErr()
+	}
+
+	sub := &subscription{aggregate: aggregateID, signal: make(chan struct{}, 1), out: make(chan watchdog.Event)}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, s.closedErr()
+	}
+	if s.subs[aggregateID] == nil {
+		s.subs[aggregateID] = make(map[*subscription]struct{})
+	}
+	s.subs[aggregateID][sub] = struct{}{}
+	s.wg.Add(1) // under mu, with closed false: Close waits for it
+	s.mu.Unlock()
+	// Registered first, then the starting point: an event committed after
+	// this read has a greater seq and is either notified or caught up
+	// after a reconnect.
+	if err := s.pool.QueryRow(ctx, s.n.maxSeq, aggregateID).Scan(&sub.last); err != nil {
+		s.unregister(sub)
+		s.wg.Done()
+		return nil, fmt.Errorf("postgres store: subscribe %q: %w", aggregateID, err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.ctx, cancel)
+	go func() {
+		defer s.wg.Done()
+		defer close(sub.out)
+		defer s.unregister(sub)
+		defer stop()
+		defer cancel()
+		s.follow(sctx, sub)
+	}()
+	return sub.out, nil
+}
+
+func (s *Store) unregister(sub *subscription) {
+	s.mu.Lock()
+	delete(s.subs[sub.aggregate], sub)
+	if len(s.subs[sub.aggregate]) == 0 {
+		delete(s.subs, sub.aggregate)
+	}
+	s.mu.Unlock()
+}
+
+const catchUpBatch = 500
+
+// follow is a subscription's goroutine.
+func (s *Store) follow(ctx context.Context, sub *subscription) {
+	backoff := s.cfg.backoffMin
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sub.signal:
+		}
+		for {
+			rows, err := s.pool.Query(ctx, s.n.loadAfter, sub.aggregate, sub.last, catchUpBatch)
+			var evs []watchdog.Event
+			if err == nil {
+				evs, err = scanEvents(rows)
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				s.cfg.log.Warn("postgres store: subscription catch-up failed; retrying",
+					zap.String("aggregate_id", sub.aggregate), zap.Int64("after_seq", sub.last),
+					zap.Duration("retry_in", backoff), zap.Error(err))
+				if !sleep(ctx, backoff) {
+					return
+				}
+				backoff = min(2*backoff, s.cfg.backoffMax)
+				continue
+			}
+			backoff = s.cfg.backoffMin
+			for _, e := range evs {
+				select {
+				case sub.out <- e:
+					sub.last = int64(e.Seq)
+				case <-ctx.Done():
+					return
+				}
+			}
+			if len(evs) < catchUpBatch {
+				break
+			}
+		}
+	}
+}
+
+// sleep waits for d or ctx; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// listen is the listener goroutine: it holds one connection that LISTENs on
+// the table's channel, pokes the subscriptions of each notified aggregate,
+// and reconnects when the connection is lost, poking every subscription so
+// that it catches up.
+func (s *Store) listen() {
+	defer s.wg.Done()
+	backoff := s.cfg.backoffMin
+	lost := false
+	for {
+		if hook := s.onReconnect; hook != nil {
+			hook(lost)
+		}
+		conn, err := s.connectListener()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			s.cfg.log.Warn("postgres store: listener cannot connect; retrying",
+				zap.String("table", s.cfg.table), zap.Duration("retry_in", backoff), zap.Error(err))
+			if !sleep(s.ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, s.cfg.backoffMax)
+			continue
+		}
+		backoff = s.cfg.backoffMin
+		s.mu.Lock()
+		close(s.ready)
+		for _, subs := range s.subs {
+			for sub := range subs {
+				sub.poke() // catch up whatever a lost connection missed
+			}
+		}
+		s.mu.Unlock()
+		if hook := s.onListen; hook != nil {
+			hook()
+		}
+		err = s.dispatch(conn)
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = conn.Close(closeCtx)
+		cancel()
+		s.mu.Lock()
+		s.ready = make(chan struct{})
+		s.mu.Unlock()
+		if s.ctx.Err() != nil {
+			return
+		}
+		lost = true
+		s.cfg.log.Warn("postgres store: listener connection lost; reconnecting",
+			zap.String("table", s.cfg.table), zap.Error(err))
+	}
+}
+
+func (s *Store) connectListener() (*pgx.Conn, error) {
+	cc := s.pool.Config().ConnConfig.Copy()
+	if cc.RuntimeParams == nil {
+		cc.RuntimeParams = map[string]string{}
+	}
+	cc.RuntimeParams["application_name"] = s.appName
+	conn, err := pgx.ConnectConfig(s.ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(s.ctx, "LISTEN "+pgx.Identifier{s.n.channel}.Sanitize()); err != nil {
+		_ = conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
+}
+
+// dispatch pokes subscriptions for each notification until the connection
+// fails or the Store is closed.
+func (s *Store) dispatch(conn *pgx.Conn) error {
+	for {
+		n, err := conn.WaitForNotification(s.ctx)
+		if err != nil {
+			return err
+		}
+		_, agg, ok := strings.Cut(n.Payload, ":")
+		s.mu.Lock()
+		switch {
+		case !ok || agg == "": // an id too long for a payload: everyone looks
+			for _, subs := range s.subs {
+				for sub := range subs {
+					sub.poke()
+				}
+			}
+		default:
+			for sub := range s.subs[agg] {
+				sub.poke()
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Close ends every subscription (closing its channel), closes the listener
+// connection and waits for the Store's goroutines. It does not close the
+// pool. Later calls do nothing.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+var _ interface {
+	watchdog.EventStore
+	watchdog.Subscriber
+} = (*Store)(nil)
