@@ -54,7 +54,7 @@ func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err err
 	var act *actItem
 	w.mu.Lock()
 	if s.state.Load() != stateRunning {
-		cause := s.endCause
+		cause := s.endCauseLocked()
 		w.mu.Unlock()
 		return false, cause
 	}
