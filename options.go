@@ -386,12 +386,11 @@ func validMode(field string, m Mode) error {
 	return fmt.Errorf("%w: %s = %q, want %q or %q", ErrInvalidPolicy, field, m, ModeAct, ModeShadow)
 }
 
-// limits resolves p (already validated) into the decision's limits.
 // same reports whether p and q are the same policy: equal durations, numbers
-// and modes, and the very same maps and slices (not merely equal contents).
-// A Policy passed by value to every Start, which is how a fleet is started,
-// is the same each time. Keep it in step with the fields of Policy
-// (TestPolicySameCoversEveryField checks it).
+// and modes, and maps and slices with equal contents (nil and empty alike).
+// Sessions started under the same policy share one resolved config. Keep it
+// in step with the fields of Policy (TestPolicySameCoversEveryField checks
+// it).
 func (p *Policy) same(q *Policy) bool {
 	return p.WallClock == q.WallClock && p.SessionCeiling == q.SessionCeiling &&
 		p.ChildrenWaitCeiling == q.ChildrenWaitCeiling && p.IdleWindow == q.IdleWindow &&
@@ -414,6 +413,7 @@ func (p Policy) clone() Policy {
 	return p
 }
 
+// limits resolves p (already validated) into the decision's limits.
 func (p Policy) limits() decide.Limits {
 	l := decide.Limits{
 		WallClock:        p.WallClock,
