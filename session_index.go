@@ -86,8 +86,12 @@ func (x *sessionIndex) del(s *Session) {
 			}
 			x.slots[i] = nil
 			x.n--
-			if x.n == 0 { // give a burst's memory back
-				*x = sessionIndex{seed: x.seed, byHash: make(map[uint64]int32), hashOf: x.hashOf}
+			if x.n == 0 {
+				if cap(x.slots) > 1024 { // give a burst's memory back
+					x.reset()
+				} else {
+					x.slots, x.next, x.free = x.slots[:0], x.next[:0], x.free[:0]
+				}
 				return
 			}
 			x.free = append(x.free, i)
