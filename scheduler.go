@@ -213,7 +213,7 @@ func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, s
 	s.rw().fired = ve
 	s.state.Store(stateFired)
 	s.clearActing()
-	delete(w.sessions, s.id)
+	w.sessions.del(s)
 	w.heap.Remove(&s.item)
 	s.dropWaiterLocked()
 	e := w.event(s, KindCancel, now)

@@ -85,7 +85,7 @@ type Watchdog struct {
 	lastConfig atomic.Pointer[sessionConfig] // the latest policy's, shared while it repeats
 
 	mu       sync.Mutex // guards sessions, heap, closed
-	sessions map[string]*Session
+	sessions sessionIndex
 	heap     sched.Heap[timed]
 	layers   map[*layer]struct{} // in-flight deadline layers
 	popped   []timed             // scratch of runDue
@@ -141,7 +141,6 @@ func New(opts ...Option) *Watchdog {
 		action:     c.action,
 		resolution: c.resolution,
 		idPrefix:   c.idPrefix,
-		sessions:   make(map[string]*Session),
 		layers:     make(map[*layer]struct{}),
 		obs:        c.obs,
 		wakeCh:     make(chan struct{}, 1),
@@ -503,18 +502,16 @@ func (w *Watchdog) reserve(s *Session) error {
 	if w.closed {
 		return ErrClosed
 	}
-	if _, ok := w.sessions[s.id]; ok {
+	if w.sessions.get(s.id) != nil {
 		return fmt.Errorf("%w: %q", ErrAlreadyWatched, s.id)
 	}
-	w.sessions[s.id] = s
+	w.sessions.put(s)
 	return nil
 }
 
 func (w *Watchdog) release(s *Session) {
 	w.mu.Lock()
-	if w.sessions[s.id] == s {
-		delete(w.sessions, s.id)
-	}
+	w.sessions.del(s)
 	w.mu.Unlock()
 }
 
@@ -528,11 +525,12 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 		w.mu.Unlock()
 		return ErrClosed
 	}
-	if cur, ok := w.sessions[s.id]; ok && (!reserved || cur != s) {
+	if cur := w.sessions.get(s.id); cur != nil && (!reserved || cur != s) {
 		w.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrAlreadyWatched, s.id)
+	} else if cur == nil {
+		w.sessions.put(s)
 	}
-	w.sessions[s.id] = s
 	s.state.Store(stateRunning)
 	s.since = toNanos(now)
 	if g := s.cfg.limits.StartupGrace; g > 0 {
@@ -603,7 +601,7 @@ func (s *Session) stop(code string) (bool, error) {
 		return false, cause
 	}
 	s.state.Store(stateStopped)
-	delete(w.sessions, s.id)
+	w.sessions.del(s)
 	w.heap.Remove(&s.item)
 	s.dropWaiterLocked()
 	e := w.event(s, KindStop, w.clock.Now())
@@ -758,14 +756,13 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		}
 		w.mu.Lock()
 		w.closed = true
-		live := make([]*Session, 0, len(w.sessions))
-		for _, s := range w.sessions {
+		live := w.sessions.all()
+		for _, s := range live {
 			s.state.Store(stateClosed)
 			w.heap.Remove(&s.item)
 			s.dropWaiterLocked()
-			live = append(live, s)
 		}
-		clear(w.sessions)
+		w.sessions.reset()
 		var layers []*layer
 		for l := range w.layers {
 			if l.state != layerDone {
