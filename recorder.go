@@ -32,12 +32,9 @@ type recorder struct {
 	blocked map[string]*lane // sessions backing off after a failed append
 	refused []error          // permanent refusals other than a lost race
 
-	signal   chan struct{}
-	barriers chan chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
-	ctx      context.Context // passed to Append; cancelled when Close gives up
-	cancel   context.CancelFunc
+	worker
+	ctx    context.Context // passed to Append; cancelled when Close gives up
+	cancel context.CancelFunc
 
 	timer *clock.Timer // retry wake-up; owned by the recorder goroutine
 	one   [1]Event     // Append's argument; owned by the goroutine that attempts
@@ -61,10 +58,7 @@ func newRecorder(c config) *recorder {
 		retryMin: c.retryMin,
 		retryMax: c.retryMax,
 		blocked:  make(map[string]*lane),
-		signal:   make(chan struct{}, 1),
-		barriers: make(chan chan struct{}),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		worker:   newWorker(),
 		ctx:      ctx,
 		cancel:   cancel,
 		onEvent:  c.obs.OnEvent,
@@ -93,13 +87,6 @@ func (r *recorder) release() {
 	r.poke()
 }
 
-func (r *recorder) poke() {
-	select {
-	case r.signal <- struct{}{}:
-	default:
-	}
-}
-
 // pending returns a copy of the events of session id not recorded yet.
 func (r *recorder) pending(id string) []Event {
 	r.mu.Lock()
@@ -114,39 +101,7 @@ func (r *recorder) pending(id string) []Event {
 }
 
 // run is the recorder goroutine.
-func (r *recorder) run() {
-	defer close(r.done)
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-r.signal:
-			r.drain()
-		case b := <-r.barriers:
-			r.drain()
-			close(b)
-		}
-	}
-}
-
-// barrier returns once every event enqueued before the call whose attempt is
-// due at or before the clock's now has been attempted.
-func (r *recorder) barrier(ctx context.Context) error {
-	b := make(chan struct{})
-	select {
-	case r.barriers <- b:
-	case <-r.done:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-b:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (r *recorder) run() { r.loop(r.drain) }
 
 // drain attempts, in order, every event whose session is not backing off,
 // then arms the retry timer for the earliest backed-off session.

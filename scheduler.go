@@ -381,21 +381,17 @@ type actItem struct {
 // actor runs the configured ActionFunc on its own goroutine, one at a time.
 // Its queue is unbounded, so a slow action never blocks the scheduler.
 type actor struct {
-	w        *Watchdog
-	mu       sync.Mutex
-	pending  []actItem
-	signal   chan struct{}
-	barriers chan chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
-	ctx      context.Context
-	cancel   context.CancelFunc
+	worker
+	w       *Watchdog
+	mu      sync.Mutex
+	pending []actItem
+	ctx     context.Context
+	cancel  context.CancelFunc
 }
 
 func newActor(w *Watchdog) *actor {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &actor{w: w, signal: make(chan struct{}, 1), barriers: make(chan chan struct{}),
-		stop: make(chan struct{}), done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	return &actor{worker: newWorker(), w: w, ctx: ctx, cancel: cancel}
 }
 
 // enqueue hands acting decisions to the action goroutine. It never blocks.
@@ -403,10 +399,7 @@ func (a *actor) enqueue(items []actItem) {
 	a.mu.Lock()
 	a.pending = append(a.pending, items...)
 	a.mu.Unlock()
-	select {
-	case a.signal <- struct{}{}:
-	default:
-	}
+	a.poke()
 }
 
 func (a *actor) drain() {
@@ -433,39 +426,7 @@ func (a *actor) drain() {
 	}
 }
 
-func (a *actor) run() {
-	defer close(a.done)
-	for {
-		select {
-		case <-a.stop:
-			return
-		case <-a.signal:
-			a.drain()
-		case b := <-a.barriers:
-			a.drain()
-			close(b)
-		}
-	}
-}
-
-// barrier returns once every decision handed over before the call has been
-// acted on.
-func (a *actor) barrier(ctx context.Context) error {
-	b := make(chan struct{})
-	select {
-	case a.barriers <- b:
-	case <-a.done:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-b:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (a *actor) run() { a.loop(a.drain) }
 
 // close stops the action goroutine: it cancels the context of a running
 // action or callback and waits for it to return, until ctx ends.
