@@ -275,12 +275,20 @@ func (s *Session) snapshotInto(chs []decide.Channel) decide.Snapshot {
 // summary is the per-channel evidence summary of snapshot sn at now.
 func (s *Session) summary(sn decide.Snapshot, now time.Time) []EvidenceEntry {
 	out := make([]EvidenceEntry, len(sn.Channels))
+	// The pointed-to values live in one block each, not one allocation
+	// per channel: a verdict pass at scale allocates far less.
+	var lasts []time.Time
+	var ages []float64
 	for i, c := range sn.Channels {
 		out[i] = EvidenceEntry{Channel: s.channelName(i), Counter: c.Count}
 		if c.Last != decide.Never {
-			t := time.Unix(0, c.Last).UTC()
-			age := now.Sub(t).Seconds()
-			out[i].LastAt, out[i].AgeSeconds = &t, &age
+			if lasts == nil {
+				lasts = make([]time.Time, len(sn.Channels))
+				ages = make([]float64, len(sn.Channels))
+			}
+			lasts[i] = time.Unix(0, c.Last).UTC()
+			ages[i] = now.Sub(lasts[i]).Seconds()
+			out[i].LastAt, out[i].AgeSeconds = &lasts[i], &ages[i]
 		}
 	}
 	return out
