@@ -86,13 +86,7 @@ func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err err
 			break
 		}
 		decided = true
-		mode := s.cfg.policy.RuleModes[rule]
-		if mode == "" {
-			mode = s.cfg.policy.Mode
-		}
-		if mode == "" {
-			mode = ModeAct
-		}
+		mode := s.cfg.policy.modeOf(rule)
 		dec := w.event(s, KindDecision, now)
 		dec.Verdict, dec.Rule, dec.Mode, dec.Reason = VerdictHardStop, rule, mode, ReasonLivenessFailed
 		recoverable := true

@@ -442,15 +442,23 @@ func (p Policy) limits() decide.Limits {
 		l.SettleInterval = DefaultSettleInterval
 	}
 	for r := range decide.NumRules {
-		m, ok := p.RuleModes[ruleNames[r]]
-		if !ok {
-			m = p.Mode
-		}
-		if m == ModeShadow {
+		if p.modeOf(ruleNames[r]) == ModeShadow {
 			l.Shadow = l.Shadow.With(r)
 		}
 	}
 	return l
+}
+
+// modeOf is the mode of rule (built in or one of LivenessRules):
+// RuleModes[rule], else Mode, else ModeAct.
+func (p Policy) modeOf(rule string) Mode {
+	if m := p.RuleModes[rule]; m != "" {
+		return m
+	}
+	if p.Mode != "" {
+		return p.Mode
+	}
+	return ModeAct
 }
 
 // Clock is the time source of a Watchdog: the two methods it calls. Both
