@@ -29,6 +29,7 @@ type recorder struct {
 
 	mu      sync.Mutex
 	queue   eventQueue       // not yet recorded, in enqueue order
+	heldEnd int              // queue.end at hold
 	blocked map[string]*lane // sessions backing off after a failed append
 	refused []error          // permanent refusals other than a lost race
 
@@ -76,15 +77,20 @@ func (r *recorder) enqueue(e Event) {
 
 // hold takes the queue's lock for a scheduler pass; until release, pushHeld
 // adds events without locking. Lock order: the Watchdog's mu, then r.mu.
-func (r *recorder) hold() { r.mu.Lock() }
+func (r *recorder) hold() {
+	r.mu.Lock()
+	r.heldEnd = r.queue.end
+}
 
 // pushHeld adds e to the queue; only between hold and release.
 func (r *recorder) pushHeld(e Event) { r.queue.push(e) }
 
-// release ends hold and wakes the recorder goroutine.
-func (r *recorder) release() {
+// release ends hold. It reports whether events were pushed since hold: the
+// caller then pokes the recorder goroutine (after its own urgent work).
+func (r *recorder) release() bool {
+	pushed := r.queue.end != r.heldEnd
 	r.mu.Unlock()
-	r.poke()
+	return pushed
 }
 
 // pending returns a copy of the events of session id not recorded yet.

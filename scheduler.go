@@ -10,16 +10,23 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/sched"
 )
 
 // schedule is the Watchdog's one scheduler goroutine. It sleeps until the
 // clock timer for the earliest deadline wakes it, or Check asks it to settle,
 // then decides every session that is due.
 func (w *Watchdog) schedule() {
+	var rtC <-chan time.Time // the real clock's timer, read here directly
+	if w.rt != nil {
+		rtC = w.rt.C
+	}
 	for {
 		select {
 		case <-w.done:
 			return
+		case <-rtC:
+			w.runDue()
 		case <-w.wakeCh:
 			w.runDue()
 		case req := <-w.checkCh:
@@ -78,11 +85,17 @@ func (s *Session) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 // verdicts ask and re-arms the timer for the next deadline. Events go to the
 // recorder and custom actions to the action goroutine; no store, log or user
 // call runs under the lock, nor on this goroutine.
+//
+// runDue runs on the scheduler goroutine only; it reuses w.due between
+// passes, so a pass allocates nothing of its own.
 func (w *Watchdog) runDue() {
 	now := w.clock.Now()
 	nowNs := toNanos(now)
 	w.coarse.refresh(nowNs)
-	var d dueWork
+	d := &w.due
+	// timerMu first (the lock order), so that the timer is re-armed from the
+	// heap as this pass leaves it, with no second round trip on mu.
+	w.timerMu.Lock()
 	w.mu.Lock()
 	// The pass holds the recorder's queue: its events go in without a lock
 	// round trip each (contended by the recorder goroutine, that cost more
@@ -99,16 +112,21 @@ func (w *Watchdog) runDue() {
 		due = append(due, it.Value)
 	}
 	for i, t := range due {
-		t.fireLocked(w, now, &d)
+		t.fireLocked(w, now, d)
 		due[i] = nil
 	}
 	w.popped = due[:0]
 	w.passing = false
-	w.rec.release()
+	recorded := w.rec.release()
+	top, closed := w.heap.Peek(), w.closed
 	w.mu.Unlock()
-	w.rearm()
+	w.armLocked(top, closed)
+	w.timerMu.Unlock()
 	for _, f := range d.fired {
 		f.s.cancel(f.v)
+	}
+	if recorded {
+		w.rec.poke() // after the cancels: waking the recorder costs a thread wake-up
 	}
 	for _, f := range d.after {
 		f()
@@ -119,14 +137,23 @@ func (w *Watchdog) runDue() {
 	if d.popped && w.obs.OnSchedulerTick != nil {
 		w.obs.OnSchedulerTick(d.lateness)
 	}
-	if len(d.fired) == 0 || !w.log.Core().Enabled(zap.InfoLevel) { // no fields built when disabled
-		return
+	if len(d.fired) > 0 && w.log.Core().Enabled(zap.InfoLevel) { // no fields built when disabled
+		for _, f := range d.fired {
+			w.log.Info("watchdog: session cancelled", zap.String("session_id", f.s.id),
+				zap.Int("window", int(f.s.window)), zap.String("reason", f.v.Reason),
+				zap.Duration("measure", f.v.Elapsed), zap.Duration("limit", f.v.Budget))
+		}
 	}
-	for _, f := range d.fired {
-		w.log.Info("watchdog: session cancelled", zap.String("session_id", f.s.id),
-			zap.Int("window", int(f.s.window)), zap.String("reason", f.v.Reason),
-			zap.Duration("measure", f.v.Elapsed), zap.Duration("limit", f.v.Budget))
-	}
+	d.reset()
+}
+
+// reset empties d for the next pass, keeping its buffers and dropping what
+// they point to.
+func (d *dueWork) reset() {
+	clear(d.fired)
+	clear(d.acts)
+	clear(d.after)
+	*d = dueWork{fired: d.fired[:0], acts: d.acts[:0], after: d.after[:0]}
 }
 
 // enqueueLocked hands e to the recorder; during a scheduler pass, into the
@@ -332,24 +359,37 @@ func (w *Watchdog) rearm() {
 	w.timerMu.Lock()
 	defer w.timerMu.Unlock()
 	w.mu.Lock()
-	top := w.heap.Peek()
-	closed := w.closed
-	var due int64
-	if top != nil {
-		due = top.Due
-	}
+	top, closed := w.heap.Peek(), w.closed
 	w.mu.Unlock()
-	if top == nil || closed {
-		if w.timer != nil {
-			w.timer.Stop()
-			w.timer = nil
-		}
-		w.armed = false
-		return
-	}
-	w.setTimerLocked(due)
+	w.armLocked(top, closed)
 }
 
+// armLocked arms the clock timer for top, the heap's earliest item as read
+// under mu, or disarms it if there is none or the Watchdog is closed. Called
+// with timerMu held.
+func (w *Watchdog) armLocked(top *sched.Item[timed], closed bool) {
+	if top == nil || closed {
+		w.stopTimerLocked()
+		return
+	}
+	w.setTimerLocked(top.Due)
+}
+
+// stopTimerLocked disarms the clock timer. Called with timerMu held.
+func (w *Watchdog) stopTimerLocked() {
+	if w.rt != nil {
+		w.rt.Stop()
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	w.armed = false
+}
+
+// setTimerLocked arms the clock timer for due. The real clock's timer is
+// one time.Timer, reset in place and read by the scheduler goroutine; any
+// other Clock gets an AfterFunc per arming. Called with timerMu held.
 func (w *Watchdog) setTimerLocked(due int64) {
 	if w.timer != nil {
 		w.timer.Stop()
@@ -364,6 +404,10 @@ func (w *Watchdog) setTimerLocked(due int64) {
 		} else {
 			d = time.Duration(due - now)
 		}
+	}
+	if w.rt != nil {
+		w.rt.Reset(d)
+		return
 	}
 	w.timer = w.clock.AfterFunc(d, w.wake)
 }

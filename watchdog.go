@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -89,12 +90,14 @@ type Watchdog struct {
 	heap     sched.Heap[timed]
 	layers   map[*layer]struct{} // in-flight deadline layers
 	popped   []timed             // scratch of runDue
+	due      dueWork             // scratch of runDue; owned by the scheduler goroutine
 	closed   bool
 	passing  bool                        // a scheduler pass holds the recorder's queue (see enqueueLocked)
 	scratch  [MaxChannels]decide.Channel // snapshotLocked's buffer; guarded by mu
 
-	timerMu sync.Mutex // guards timer, armed, armedAt; taken before mu, never inside it
-	timer   *clock.Timer
+	timerMu sync.Mutex // guards timer, rt's arming, armed, armedAt; taken before mu, never inside it
+	timer   *clock.Timer // the pending AfterFunc of a Clock other than the real one
+	rt      *time.Timer  // the real clock's one timer (nil for other clocks); its channel wakes the scheduler
 	armed   bool
 	armedAt int64
 
@@ -125,6 +128,14 @@ func New(opts ...Option) *Watchdog {
 	if c.clock == nil {
 		c.clock = clock.New()
 	}
+	var rt *time.Timer
+	if reflect.TypeOf(c.clock) == realClockType {
+		// The real clock: one timer reset in place, whose channel wakes the
+		// scheduler goroutine itself, instead of an AfterFunc (a timer, a
+		// wrapper and a goroutine) per arming.
+		rt = time.NewTimer(time.Hour)
+		rt.Stop()
+	}
 	if c.log == nil {
 		c.log = zap.NewNop()
 	}
@@ -143,6 +154,7 @@ func New(opts ...Option) *Watchdog {
 		idPrefix:   c.idPrefix,
 		layers:     make(map[*layer]struct{}),
 		obs:        c.obs,
+		rt:         rt,
 		wakeCh:     make(chan struct{}, 1),
 		checkCh:    make(chan chan struct{}),
 		done:       make(chan struct{}),
@@ -155,6 +167,9 @@ func New(opts ...Option) *Watchdog {
 	go w.act.run() // Close waits for it through act.done, bounded by its ctx
 	return w
 }
+
+// realClockType is the type of benbjohnson/clock's real clock (clock.New).
+var realClockType = reflect.TypeOf(clock.New())
 
 // Store returns the EventStore the Watchdog records to.
 func (w *Watchdog) Store() EventStore { return w.store }
@@ -781,11 +796,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		w.stopTicks()
 		actErr := w.act.close(ctx)
 		w.timerMu.Lock()
-		if w.timer != nil {
-			w.timer.Stop()
-			w.timer = nil
-		}
-		w.armed = false
+		w.stopTimerLocked()
 		w.timerMu.Unlock()
 		for _, s := range live {
 			s.cancel(ErrClosed)

@@ -10,6 +10,7 @@
 package main
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"flag"
@@ -385,6 +386,71 @@ func afterFuncLateness(count int, busy func()) (lat, int) {
 	return percentiles(out), early
 }
 
+// deadlineHeap is the naive heap scheduler's min-heap of due instants.
+type deadlineHeap []heapItem
+
+type heapItem struct {
+	due    time.Time
+	i      int
+	cancel context.CancelFunc
+}
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(heapItem)) }
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
+}
+
+// heapLateness is the naive single scheduler a user could write: one
+// goroutine, a min-heap of deadlines and one time.Timer for the earliest. It
+// returns when each context was cancelled minus its due instant.
+func heapLateness(count int, busy func()) (lat, int) {
+	ds := dues(count)
+	out := make([]time.Duration, count)
+	h := make(deadlineHeap, 0, count)
+	for i, due := range ds {
+		_, cancel := context.WithCancel(context.Background())
+		h = append(h, heapItem{due, i, cancel})
+	}
+	heap.Init(&h)
+	runtime.GC() // the setup's garbage is not part of the run
+	if slices.MinFunc(ds, func(a, b time.Time) int { return a.Compare(b) }).Before(time.Now()) {
+		fatal(errors.New("setup took longer than -late-start: raise it"))
+	}
+	busy()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTimer(time.Until(h[0].due))
+		defer t.Stop()
+		for range t.C {
+			now := time.Now()
+			for len(h) > 0 && !h[0].due.After(now) {
+				it := heap.Pop(&h).(heapItem)
+				out[it.i] = now.Sub(it.due)
+				it.cancel()
+			}
+			if len(h) == 0 {
+				return
+			}
+			t.Reset(time.Until(h[0].due))
+		}
+	}()
+	<-done
+	early := 0
+	for _, d := range out {
+		if d < 0 {
+			early++
+		}
+	}
+	return percentiles(out), early
+}
+
 func lateness() {
 	fmt.Printf("\n## fire lateness: %d sessions due within %v (real clock)\n\n", *lateN, *spread)
 	fmt.Println("| approach/store | CPU-bound goroutines | p50 | p99 | max | early |")
@@ -398,7 +464,7 @@ func lateness() {
 		for _, st := range strings.Split(*lateStore, ",") {
 			impls = append(impls, "watchdog/"+strings.TrimSpace(st))
 		}
-		for _, impl := range append(impls, "afterfunc") {
+		for _, impl := range append(impls, "heap", "afterfunc") {
 			runtime.GC()
 			stop := make(chan struct{})
 			busy := func() { // once the setup is done, before the first deadline
@@ -410,6 +476,8 @@ func lateness() {
 			var early int
 			if st, ok := strings.CutPrefix(impl, "watchdog/"); ok {
 				l, early = watchdogLateness(*lateN, st, busy)
+			} else if impl == "heap" {
+				l, early = heapLateness(*lateN, busy)
 			} else {
 				l, early = afterFuncLateness(*lateN, busy)
 			}
