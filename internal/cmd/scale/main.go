@@ -308,6 +308,7 @@ func dues(count int) []time.Time {
 var (
 	lateStart = flag.Duration("late-start", 5*time.Second, "delay from the start of the setup to the first deadline of the lateness run")
 	lateStore = flag.String("late-store", "memory,discard", "comma-separated EventStores of the lateness run's Watchdog: memory, discard")
+	lateNaive = flag.String("late-naive", "heap,afterfunc", "comma-separated naive approaches of the lateness run: heap (one goroutine, a min-heap and a time.Timer), afterfunc (a time.AfterFunc per session); empty for none")
 )
 
 // watchdogLateness watches count sessions due within the spread with the
@@ -464,7 +465,10 @@ func lateness() {
 		for _, st := range strings.Split(*lateStore, ",") {
 			impls = append(impls, "watchdog/"+strings.TrimSpace(st))
 		}
-		for _, impl := range append(impls, "heap", "afterfunc") {
+		if *lateNaive != "" {
+			impls = append(impls, strings.Split(*lateNaive, ",")...)
+		}
+		for _, impl := range impls {
 			runtime.GC()
 			stop := make(chan struct{})
 			busy := func() { // once the setup is done, before the first deadline
