@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,8 +79,7 @@ type Watchdog struct {
 	resolution time.Duration
 	coarse     coarseClock
 
-	idPrefix string
-	idSeq    atomic.Uint64
+	ids eventIDs
 
 	lastConfig atomic.Pointer[sessionConfig] // the latest policy's, shared while it repeats
 
@@ -151,7 +149,7 @@ func New(opts ...Option) *Watchdog {
 		rec:        newRecorder(c),
 		action:     c.action,
 		resolution: c.resolution,
-		idPrefix:   c.idPrefix,
+		ids:        eventIDs{prefix: c.idPrefix},
 		layers:     make(map[*layer]struct{}),
 		obs:        c.obs,
 		rt:         rt,
@@ -565,13 +563,9 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 	return nil
 }
 
-// newEventID returns the next event id, idPrefix followed by a sequence
-// number, with a single allocation.
-func (w *Watchdog) newEventID() string {
-	var buf [64]byte
-	b := strconv.AppendUint(append(buf[:0], w.idPrefix...), w.idSeq.Add(1), 10)
-	return string(b)
-}
+// newEventID returns the next event id, the id prefix followed by a
+// sequence number (see eventIDs).
+func (w *Watchdog) newEventID() string { return w.ids.nextID() }
 
 // event builds an event of s at now.
 func (w *Watchdog) event(s *Session, kind string, now time.Time) Event {
