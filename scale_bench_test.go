@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
-
 	"github.com/sessionwatchdog/watchdog"
 )
 
@@ -408,32 +406,4 @@ func BenchmarkVerdictThroughput(b *testing.B) {
 			return slowStore{watchdog.NewMemoryStore(), time.Millisecond}
 		}, false)
 	})
-}
-
-// BenchmarkFire measures what one fire costs the Watchdog (the decision, the
-// cancel, the two events handed to a store that keeps nothing), on a mock
-// clock: b.N sessions whose windows end at the same instant are decided in
-// one scheduler pass. ns/op and allocs/op are per fire; the setup (Start) is
-// not timed.
-func BenchmarkFire(b *testing.B) {
-	ctx := context.Background()
-	mock := clock.NewMock()
-	w := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(discardStore{}))
-	defer func() { _ = w.Close(context.Background()) }()
-	pol := watchdog.Policy{WallClock: time.Second}
-	ids := sessionIDs(b.N)
-	for _, id := range ids {
-		if _, err := w.Start(ctx, id, mock.Now(), pol); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := w.Check(ctx); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	mock.Add(2 * time.Second)
-	if err := w.Check(ctx); err != nil {
-		b.Fatal(err)
-	}
 }
