@@ -13,7 +13,8 @@ import "hash/maphash"
 type sessionIndex struct {
 	seed   maphash.Seed
 	byHash map[uint64]int32 // hash of an id -> first slot of its chain
-	slots  []*Session       // nil: a free slot
+	slots  []*Session       // nil: a free slot; a session's slot is in its item.Aux
+	hashes []uint64         // hashes[i] is the hash of slots[i]'s id
 	next   []int32          // the next slot in the same chain, or -1
 	free   []int32          // free slots
 	n      int
@@ -55,10 +56,13 @@ func (x *sessionIndex) put(s *Session) {
 	} else {
 		i = int32(len(x.slots))
 		x.slots = append(x.slots, nil)
+		x.hashes = append(x.hashes, 0)
 		x.next = append(x.next, -1)
 	}
 	x.slots[i] = s
+	x.hashes[i] = h
 	x.next[i] = -1
+	s.item.Aux = i
 	if first, ok := x.byHash[h]; ok {
 		x.next[i] = first
 	}
@@ -66,12 +70,18 @@ func (x *sessionIndex) put(s *Session) {
 	x.n++
 }
 
-// del removes s if it is the session watched under s.id.
+// del removes s if it is the session watched under s.id. It finds s's
+// chain from the hash kept for its slot: no hashing of the id, whose bytes
+// are likely out of the caches when a session fires.
 func (x *sessionIndex) del(s *Session) {
 	if x.n == 0 {
 		return
 	}
-	h := x.hash(s.id)
+	slot := s.item.Aux
+	if slot < 0 || int(slot) >= len(x.slots) || x.slots[slot] != s {
+		return // not in the index
+	}
+	h := x.hashes[slot]
 	i, ok := x.byHash[h]
 	prev := int32(-1)
 	for ok && i >= 0 {
@@ -90,7 +100,7 @@ func (x *sessionIndex) del(s *Session) {
 				if cap(x.slots) > 1024 { // give a burst's memory back
 					x.reset()
 				} else {
-					x.slots, x.next, x.free = x.slots[:0], x.next[:0], x.free[:0]
+					x.slots, x.hashes, x.next, x.free = x.slots[:0], x.hashes[:0], x.next[:0], x.free[:0]
 				}
 				return
 			}

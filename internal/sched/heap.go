@@ -9,7 +9,10 @@ type Item[T any] struct {
 	Due int64
 	// Value is what the item schedules.
 	Value T
-	index int // 1-based position in the heap; 0 means not in the heap
+	index int32 // 1-based position in the heap; 0 means not in the heap
+	// Aux is not used by the heap: the owner may keep a small value of
+	// its own there, in what would otherwise be padding.
+	Aux int32
 }
 
 // Scheduled reports whether the item is in a heap.
@@ -50,13 +53,13 @@ func (h *Heap[T]) Peek() *Item[T] {
 func (h *Heap[T]) Push(it *Item[T], due int64) {
 	it.Due = due
 	if it.index > 0 {
-		i := it.index - 1
+		i := int(it.index - 1)
 		h.entries[i].due = due
 		h.fix(i)
 		return
 	}
 	h.entries = append(h.entries, entry[T]{due, it})
-	it.index = len(h.entries)
+	it.index = int32(len(h.entries))
 	h.up(len(h.entries) - 1)
 }
 
@@ -65,12 +68,12 @@ func (h *Heap[T]) Remove(it *Item[T]) {
 	if it.index == 0 {
 		return
 	}
-	i := it.index - 1
+	i := int(it.index - 1)
 	last := len(h.entries) - 1
 	it.index = 0
 	if i != last {
 		h.entries[i] = h.entries[last]
-		h.entries[i].it.index = i + 1
+		h.entries[i].it.index = int32(i + 1)
 	}
 	h.entries[last] = entry[T]{}
 	h.entries = h.entries[:last]
@@ -108,11 +111,11 @@ func (h *Heap[T]) up(j int) {
 			break
 		}
 		h.entries[j] = h.entries[p]
-		h.entries[j].it.index = j + 1
+		h.entries[j].it.index = int32(j + 1)
 		j = p
 	}
 	h.entries[j] = e
-	e.it.index = j + 1
+	e.it.index = int32(j + 1)
 }
 
 // down moves the entry at i0 towards the leaves until no child is earlier;
@@ -136,13 +139,13 @@ func (h *Heap[T]) down(i0 int) bool {
 			break
 		}
 		h.entries[i] = h.entries[m]
-		h.entries[i].it.index = i + 1
+		h.entries[i].it.index = int32(i + 1)
 		i = m
 	}
 	if i == i0 {
 		return false
 	}
 	h.entries[i] = e
-	e.it.index = i + 1
+	e.it.index = int32(i + 1)
 	return true
 }
