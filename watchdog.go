@@ -93,7 +93,7 @@ type Watchdog struct {
 	passing  bool                        // a scheduler pass holds the recorder's queue (see enqueueLocked)
 	scratch  [MaxChannels]decide.Channel // snapshotLocked's buffer; guarded by mu
 
-	timerMu sync.Mutex // guards timer, rt's arming, armed, armedAt; taken before mu, never inside it
+	timerMu sync.Mutex   // guards timer, rt's arming, armed, armedAt; taken before mu, never inside it
 	timer   *clock.Timer // the pending AfterFunc of a Clock other than the real one
 	rt      *time.Timer  // the real clock's one timer (nil for other clocks); its channel wakes the scheduler
 	armed   bool
