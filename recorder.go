@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -38,6 +39,11 @@ type recorder struct {
 	cancel context.CancelFunc
 
 	timer *clock.Timer // retry wake-up; owned by the recorder goroutine
+
+	// drain's scratch; owned by the recorder goroutine
+	batch  []*Event
+	at     []int
+	failed []string
 	one   [1]Event     // Append's argument; owned by the goroutine that attempts
 
 	onEvent func(Event) // Observer.OnEvent, called after each successful append
@@ -110,7 +116,11 @@ func (r *recorder) pending(id string) []Event {
 func (r *recorder) run() { r.loop(r.drain) }
 
 // drain attempts, in order, every event whose session is not backing off,
-// then arms the retry timer for the earliest backed-off session.
+// then arms the retry timer for the earliest backed-off session. It takes
+// the queue's lock once per batch of events, not once per event: the
+// scheduler pushes events under that lock, and a recorder that took it
+// three times per event made the scheduler queue behind it at high verdict
+// rates.
 func (r *recorder) drain() {
 	now := r.clock.Now()
 	r.mu.Lock()
@@ -119,32 +129,55 @@ func (r *recorder) drain() {
 			delete(r.blocked, id)
 		}
 	}
-	r.mu.Unlock()
-	r.mu.Lock()
 	i := r.queue.head
 	r.mu.Unlock()
 	for {
+		// Under the lock, note where the next batch of unblocked events
+		// is. Events at positions below end are written only before they
+		// are pushed and moved only by this goroutine, so they are read
+		// after unlocking.
 		r.mu.Lock()
-		for i < r.queue.end && r.blocked[r.queue.at(i).AggregateID] != nil {
-			i++
+		r.batch, r.at = r.batch[:0], r.at[:0]
+		for ; i < r.queue.end && len(r.batch) < drainBatch; i++ {
+			if e := r.queue.at(i); r.blocked[e.AggregateID] == nil {
+				r.batch, r.at = append(r.batch, e), append(r.at, i)
+			}
 		}
-		if i >= r.queue.end {
+		if len(r.batch) == 0 {
 			r.queue.compact()
 			r.mu.Unlock()
 			break
 		}
-		e := *r.queue.at(i)
 		r.mu.Unlock()
-		if r.attempt(e, false) {
-			r.mu.Lock()
-			delete(r.blocked, e.AggregateID) // recorded: the session's lane is clear
-			r.removeLocked(i)                // only this goroutine removes, so i is still e's index
-			r.mu.Unlock()
+		r.failed = r.failed[:0]
+		n := 0 // r.at[:n] are the recorded positions, ascending
+		for k, e := range r.batch {
+			if slices.Contains(r.failed, e.AggregateID) {
+				continue // an earlier event of its session failed: keep the order
+			}
+			if r.attempt(*e, false) {
+				r.at[n] = r.at[k]
+				n++
+			} else {
+				r.failed = append(r.failed, e.AggregateID)
+			}
 		}
-		i++
+		clear(r.batch)
+		r.mu.Lock()
+		for _, pos := range r.at[:n] {
+			delete(r.blocked, r.queue.at(pos).AggregateID) // recorded: the session's lane is clear
+			// Removing a position moves only the events before it, so
+			// the later positions of the batch still hold.
+			r.removeLocked(pos)
+		}
+		r.mu.Unlock()
 	}
 	r.armRetry()
 }
+
+// drainBatch is how many events drain attempts per round trip on the
+// queue's lock.
+const drainBatch = 64
 
 // removeLocked removes the event at position i: the blocked events before
 // it (if any) move up one slot, so removing from the head costs nothing.

@@ -46,3 +46,44 @@ func TestSessionIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionIndexAgainstAMap puts and deletes sessions at random, with few
+// distinct hashes so that probe runs wrap and overlap, and checks every
+// lookup against a map.
+func TestSessionIndexAgainstAMap(t *testing.T) {
+	for _, hashes := range []uint64{3, 64, 1 << 62} {
+		var x sessionIndex
+		x.hashOf = func(id string) uint64 {
+			var h uint64 = 14695981039346656037
+			for i := 0; i < len(id); i++ {
+				h = (h ^ uint64(id[i])) * 1099511628211
+			}
+			return h % hashes
+		}
+		want := map[string]*Session{}
+		r := uint64(1)
+		for step := range 20000 {
+			r = r*6364136223846793005 + 1442695040888963407
+			id := "s" + strconv.Itoa(int(r>>40)%300)
+			if s := want[id]; s != nil && r>>20&1 == 0 {
+				x.del(s)
+				delete(want, id)
+			} else if s == nil {
+				s = &Session{id: id}
+				x.put(s)
+				want[id] = s
+			}
+			if step%97 == 0 {
+				for i := range 300 {
+					id := "s" + strconv.Itoa(i)
+					if got := x.get(id); got != want[id] {
+						t.Fatalf("hashes %d, step %d: get(%s) = %p, want %p", hashes, step, id, got, want[id])
+					}
+				}
+				if x.len() != len(want) {
+					t.Fatalf("hashes %d, step %d: len %d, want %d", hashes, step, x.len(), len(want))
+				}
+			}
+		}
+	}
+}
