@@ -24,7 +24,7 @@ func (c *passClock) AfterFunc(_ time.Duration, f func()) *clock.Timer {
 
 type nopStore struct{}
 
-func (nopStore) Append(context.Context, ...Event) error         { return nil }
+func (nopStore) Append(context.Context, ...Event) error        { return nil }
 func (nopStore) Load(context.Context, string) ([]Event, error) { return nil, nil }
 
 // BenchmarkSchedulerPass measures the scheduler's own work per fire: passes

@@ -41,10 +41,10 @@ type recorder struct {
 	timer *clock.Timer // retry wake-up; owned by the recorder goroutine
 
 	// drain's scratch; owned by the recorder goroutine
-	batch  []*Event
+	batch  []*queued
 	at     []int
 	failed []string
-	one   [1]Event     // Append's argument; owned by the goroutine that attempts
+	one    [1]Event // Append's argument; owned by the goroutine that attempts
 
 	onEvent func(Event) // Observer.OnEvent, called after each successful append
 }
@@ -74,11 +74,31 @@ func newRecorder(c config) *recorder {
 
 // enqueue adds e to the queue. It never blocks and makes no call into the
 // store; it may be called with the Watchdog's lock held.
-func (r *recorder) enqueue(e Event) {
+func (r *recorder) enqueue(e Event) { r.enqueueQueued(queued{Event: e}) }
+
+// enqueueQueued is enqueue for an event that may be built later (see
+// queued).
+func (r *recorder) enqueueQueued(q queued) {
 	r.mu.Lock()
-	r.queue.push(e)
+	r.queue.push(q)
 	r.mu.Unlock()
 	r.poke()
+}
+
+// queued is an event waiting in the recorder's queue: built, or (fire not
+// nil) to be built from a fire's record when it is recorded, in which case
+// only its AggregateID and Kind are set.
+type queued struct {
+	Event
+	fire *fireRecord
+}
+
+// event returns the event, built if it was queued as a reference.
+func (q *queued) event() Event {
+	if q.fire == nil {
+		return q.Event
+	}
+	return q.fire.event(q.Kind)
 }
 
 // hold takes the queue's lock for a scheduler pass; until release, pushHeld
@@ -88,8 +108,8 @@ func (r *recorder) hold() {
 	r.heldEnd = r.queue.end
 }
 
-// pushHeld adds e to the queue; only between hold and release.
-func (r *recorder) pushHeld(e Event) { r.queue.push(e) }
+// pushHeld adds q to the queue; only between hold and release.
+func (r *recorder) pushHeld(q queued) { r.queue.push(q) }
 
 // release ends hold. It reports whether events were pushed since hold: the
 // caller then pokes the recorder goroutine (after its own urgent work).
@@ -105,8 +125,8 @@ func (r *recorder) pending(id string) []Event {
 	defer r.mu.Unlock()
 	var out []Event
 	for i := r.queue.head; i < r.queue.end; i++ {
-		if e := r.queue.at(i); e.AggregateID == id {
-			out = append(out, *e)
+		if q := r.queue.at(i); q.AggregateID == id {
+			out = append(out, q.event())
 		}
 	}
 	return out
@@ -155,7 +175,7 @@ func (r *recorder) drain() {
 			if slices.Contains(r.failed, e.AggregateID) {
 				continue // an earlier event of its session failed: keep the order
 			}
-			if r.attempt(*e, false) {
+			if r.attempt(e.event(), false) {
 				r.at[n] = r.at[k]
 				n++
 			} else {
@@ -197,11 +217,11 @@ func (r *recorder) removeLocked(i int) {
 // held the scheduler up for a second at 100,000 fires. Positions change only
 // in compact, which the recorder goroutine calls between passes.
 type eventQueue struct {
-	chunks [][]Event // chunks[k][j] is position off + k*queueChunk + j
+	chunks [][]queued // chunks[k][j] is position off + k*queueChunk + j
 	off    int
 	head   int
 	end    int
-	spares [][]Event // drained chunks (all zero) kept for reuse, at most maxSpares
+	spares [][]queued // drained chunks (all zero) kept for reuse, at most maxSpares
 }
 
 // maxSpares bounds the drained chunks a queue keeps (about 70 KB): enough to
@@ -210,19 +230,19 @@ const maxSpares = 2
 
 const queueChunk = 64
 
-func (q *eventQueue) at(i int) *Event {
+func (q *eventQueue) at(i int) *queued {
 	i -= q.off
 	return &q.chunks[i/queueChunk][i%queueChunk]
 }
 
-func (q *eventQueue) push(e Event) {
+func (q *eventQueue) push(e queued) {
 	if q.end-q.off == len(q.chunks)*queueChunk {
-		var c []Event
+		var c []queued
 		if n := len(q.spares); n > 0 {
 			c, q.spares[n-1] = q.spares[n-1], nil
 			q.spares = q.spares[:n-1]
 		} else {
-			c = make([]Event, queueChunk)
+			c = make([]queued, queueChunk)
 		}
 		q.chunks = append(q.chunks, c)
 	}
@@ -232,7 +252,7 @@ func (q *eventQueue) push(e Event) {
 
 // popFront removes the event at head, releasing chunks left behind.
 func (q *eventQueue) popFront() {
-	*q.at(q.head) = Event{}
+	*q.at(q.head) = queued{}
 	q.head++
 	if q.head-q.off == queueChunk {
 		if len(q.spares) < maxSpares {
@@ -350,7 +370,7 @@ func (r *recorder) close(ctx context.Context) error {
 	r.mu.Lock()
 	var queue []Event
 	for i := r.queue.head; i < r.queue.end; i++ {
-		queue = append(queue, *r.queue.at(i))
+		queue = append(queue, r.queue.at(i).event())
 	}
 	r.queue = eventQueue{}
 	clear(r.blocked)

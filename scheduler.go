@@ -159,11 +159,22 @@ func (d *dueWork) reset() {
 // enqueueLocked hands e to the recorder; during a scheduler pass, into the
 // queue the pass holds. Called with w.mu held.
 func (w *Watchdog) enqueueLocked(e Event) {
+	w.enqueueQueuedLocked(queued{Event: e})
+}
+
+// enqueueFireLocked hands the decision and cancel events of f to the
+// recorder, to be built there. Called with w.mu held.
+func (w *Watchdog) enqueueFireLocked(f *fireRecord) {
+	w.enqueueQueuedLocked(queued{Event: Event{AggregateID: f.s.id, Kind: KindDecision}, fire: f})
+	w.enqueueQueuedLocked(queued{Event: Event{AggregateID: f.s.id, Kind: KindCancel}, fire: f})
+}
+
+func (w *Watchdog) enqueueQueuedLocked(q queued) {
 	if w.passing {
-		w.rec.pushHeld(e)
+		w.rec.pushHeld(q)
 		return
 	}
-	w.rec.enqueue(e)
+	w.rec.enqueueQueued(q)
 }
 
 // decideLocked decides session s at now and applies the verdict: a Continue
@@ -177,15 +188,24 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
 		v := decide.Decide(s.cfg.limits, sn, now)
 		switch v.Action {
 		case decide.Advise:
-			w.enqueueLocked(w.decisionEvent(s, sn, v, now, ModeShadow))
+			facts := s.decisionFacts(sn, v, now)
+			w.enqueueLocked(s.decisionEvent(w.newEventID(), &facts, ModeShadow))
 			r := s.rw()
 			r.rules = v.State
 			r.rules.Advised = r.rules.Advised.With(v.Rule)
 			continue
 		case decide.Act:
-			dec := w.decisionEvent(s, sn, v, now, ModeAct)
-			w.enqueueLocked(dec)
 			s.setRules(v.State)
+			if w.action == nil && !(v.Rule.Recoverable() && s.r().attempt != nil) {
+				// The common fire: the window ends now and its decision and
+				// cancel events are queued as one record, built into events
+				// by the recorder goroutine (see fireRecord).
+				f := w.fireDefaultLocked(s, sn, v, now)
+				return &firing{s, &f.ve}, nil
+			}
+			facts := s.decisionFacts(sn, v, now)
+			dec := s.decisionEvent(w.newEventID(), &facts, ModeAct)
+			w.enqueueLocked(dec)
 			ve := &VerdictError{
 				SessionID: s.id, Window: int(s.window), Rule: ruleNames[v.Rule], Reason: v.Rule.Reason(),
 				Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: now.UTC(),
@@ -196,10 +216,6 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
 				// not the window, and measure idleness afresh.
 				w.cancelAttemptLocked(s, ve, now)
 				return nil, nil
-			}
-			if w.action == nil {
-				w.endLocked(s, ve, sn, dec.EvidenceSummary, now) // same snapshot and instant as the decision
-				return &firing{s, ve}, nil
 			}
 			s.rw().acting = true
 			return nil, &actItem{s: s, v: ve, pre: sn.State}
@@ -237,23 +253,87 @@ func (w *Watchdog) pullInLocked(s *Session, due int64) {
 // caller has it already (nil: computed here). The caller cancels the context
 // after unlocking. Called with w.mu held.
 func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, summary []EvidenceEntry, now time.Time) {
+	w.endWindowLocked(s, ve)
+	if summary == nil {
+		summary = s.summary(sn, now)
+	}
+	w.enqueueLocked(s.cancelEvent(w.newEventID(), ve, summary, s.childWait(sn, now), now))
+}
+
+// endWindowLocked ends s's window with verdict ve: nothing of it is
+// scheduled or indexed any more. Called with w.mu held.
+func (w *Watchdog) endWindowLocked(s *Session, ve *VerdictError) {
 	s.rw().fired = ve
 	s.state.Store(stateFired)
 	s.clearActing()
 	w.sessions.del(s)
 	w.heap.Remove(&s.item)
 	s.dropWaiterLocked()
-	e := w.event(s, KindCancel, now)
+}
+
+// cancelEvent builds the cancel event with id of verdict ve. Like
+// eventWithID it may run on the recorder goroutine.
+func (s *Session) cancelEvent(id string, ve *VerdictError, summary []EvidenceEntry, childWait time.Duration, now time.Time) Event {
+	e := s.eventWithID(id, KindCancel, now)
 	e.Reason, e.StopReasonCode, e.FiredAt = ve.Reason, ve.StopReasonCode(), e.OccurredAt
 	e.Verdict, e.Rule, e.DecidedByDecisionID = VerdictHardStop, ve.Rule, ve.DecisionID
 	e.Recoverable = &ve.Recoverable
 	e.MeasureSeconds, e.LimitSeconds = ve.Elapsed.Seconds(), ve.Budget.Seconds()
-	if summary == nil {
-		summary = s.summary(sn, now)
-	}
 	e.EvidenceSummary = summary
-	e.ChildrenWaitSeconds = s.childWait(sn, now).Seconds()
-	w.enqueueLocked(e)
+	e.ChildrenWaitSeconds = childWait.Seconds()
+	return e
+}
+
+// fireRecord is a fire with the default action: its verdict, and what its
+// decision and cancel events record. The scheduler queues the two events as
+// references to it and the recorder goroutine builds them when it records
+// them (fireRecord.event), so that a fire costs the scheduler one
+// allocation and no event building: when fires pile up, that work delayed
+// the next pass (see BENCHMARKS.md, fire lateness). It is never modified
+// once queued.
+type fireRecord struct {
+	ve       VerdictError // the context's cause
+	s        *Session
+	facts    decisionFacts
+	cancelID string
+}
+
+// fireWithRare is a fireRecord allocated with the sessionRare of a session
+// that had none (a fire needs one, to keep the verdict).
+type fireWithRare struct {
+	fireRecord
+	rare sessionRare
+}
+
+// fireDefaultLocked ends s's window on verdict v (decided at now from sn) with the
+// default action and queues its decision and cancel events. Called with
+// w.mu held, during a scheduler pass or not.
+func (w *Watchdog) fireDefaultLocked(s *Session, sn decide.Snapshot, v decide.Verdict, now time.Time) *fireRecord {
+	var f *fireRecord
+	if s.rare == nil {
+		fr := new(fireWithRare)
+		s.rare, f = &fr.rare, &fr.fireRecord
+	} else {
+		f = new(fireRecord)
+	}
+	f.s, f.facts = s, s.decisionFacts(sn, v, now)
+	f.ve = VerdictError{
+		SessionID: s.id, Window: int(s.window), Rule: ruleNames[v.Rule], Reason: v.Rule.Reason(),
+		Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: now.UTC(),
+		Recoverable: v.Rule.Recoverable(), DecisionID: w.newEventID(), Evidence: f.facts.summary,
+	}
+	w.endWindowLocked(s, &f.ve)
+	f.cancelID = w.newEventID()
+	w.enqueueFireLocked(f)
+	return f
+}
+
+// event builds the fire's decision or cancel event (kind).
+func (f *fireRecord) event(kind string) Event {
+	if kind == KindDecision {
+		return f.s.decisionEvent(f.ve.DecisionID, &f.facts, ModeAct)
+	}
+	return f.s.cancelEvent(f.cancelID, &f.ve, f.facts.summary, f.facts.childWait, f.facts.now)
 }
 
 // cancelAttemptLocked ends the running RunPhase attempt with verdict ve and
@@ -319,18 +399,38 @@ func activeName(s *Session, i int) string {
 	return "none"
 }
 
-// decisionEvent records a rule's decision to stop the session.
-func (w *Watchdog) decisionEvent(s *Session, sn decide.Snapshot, v decide.Verdict, now time.Time, mode Mode) Event {
-	e := w.event(s, KindDecision, now)
-	e.Verdict, e.Rule, e.Mode, e.Reason = VerdictHardStop, ruleNames[v.Rule], mode, v.Rule.Reason()
-	rec := v.Rule.Recoverable()
+// decisionFacts is what a decision event records of the snapshot and the
+// verdict it was decided from, read under w.mu.
+type decisionFacts struct {
+	now                       time.Time
+	rule                      decide.Rule
+	elapsed, budget           time.Duration
+	summary                   []EvidenceEntry
+	childWait                 time.Duration
+	bounded                   int
+	waiting                   bool
+	observedSince, graceUntil time.Time
+}
+
+func (s *Session) decisionFacts(sn decide.Snapshot, v decide.Verdict, now time.Time) decisionFacts {
+	return decisionFacts{now: now, rule: v.Rule, elapsed: v.Elapsed, budget: v.Budget,
+		summary: s.summary(sn, now), childWait: s.childWait(sn, now), bounded: sn.BoundedWork,
+		waiting: sn.Waiting, observedSince: sn.ObservedSince, graceUntil: sn.GraceUntil}
+}
+
+// decisionEvent builds the event, with id, of a rule's decision to stop the
+// session. Like eventWithID it may run on the recorder goroutine.
+func (s *Session) decisionEvent(id string, f *decisionFacts, mode Mode) Event {
+	e := s.eventWithID(id, KindDecision, f.now)
+	e.Verdict, e.Rule, e.Mode, e.Reason = VerdictHardStop, ruleNames[f.rule], mode, f.rule.Reason()
+	rec := f.rule.Recoverable()
 	e.Recoverable = &rec
-	e.MeasureSeconds, e.LimitSeconds = v.Elapsed.Seconds(), v.Budget.Seconds()
-	e.EvidenceSummary = s.summary(sn, now)
+	e.MeasureSeconds, e.LimitSeconds = f.elapsed.Seconds(), f.budget.Seconds()
+	e.EvidenceSummary = f.summary
 	e.ActiveChannel = "none"
-	e.ChildrenWaitSeconds = s.childWait(sn, now).Seconds()
-	e.HandlersInFlight, e.Waiting, e.ObservedSince, e.GraceUntil = sn.BoundedWork, sn.Waiting, sn.ObservedSince, sn.GraceUntil
-	if v.Rule == decide.RuleIdle {
+	e.ChildrenWaitSeconds = f.childWait.Seconds()
+	e.HandlersInFlight, e.Waiting, e.ObservedSince, e.GraceUntil = f.bounded, f.waiting, f.observedSince, f.graceUntil
+	if f.rule == decide.RuleIdle {
 		e.SettleCount, e.SettleChecks = s.cfg.limits.SettleChecks, s.cfg.limits.SettleChecks
 	}
 	return e

@@ -567,11 +567,17 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 // sequence number (see eventIDs).
 func (w *Watchdog) newEventID() string { return w.ids.nextID() }
 
-// event builds an event of s at now.
+// event builds an event of s at now, with the next event id.
 func (w *Watchdog) event(s *Session, kind string, now time.Time) Event {
+	return s.eventWithID(w.newEventID(), kind, now)
+}
+
+// eventWithID builds an event of s at now with event id id. It reads only
+// what never changes in a Session, so the recorder goroutine may call it.
+func (s *Session) eventWithID(id, kind string, now time.Time) Event {
 	now = now.UTC()
 	return Event{
-		ID:                      w.newEventID(),
+		ID:                      id,
 		AggregateType:           AggregateType,
 		AggregateID:             s.id,
 		Kind:                    kind,
