@@ -111,6 +111,15 @@ func (r *recorder) hold() {
 // pushHeld adds q to the queue; only between hold and release.
 func (r *recorder) pushHeld(q queued) { r.queue.push(q) }
 
+// pushFireHeld adds the events of fire f, of kinds decision and cancel, to
+// the queue; only between hold and release.
+func (r *recorder) pushFireHeld(f *fireRecord) {
+	for _, kind := range [2]string{KindDecision, KindCancel} {
+		q := r.queue.slot()
+		q.AggregateID, q.Kind, q.fire = f.s.id, kind, f
+	}
+}
+
 // release ends hold. It reports whether events were pushed since hold: the
 // caller then pokes the recorder goroutine (after its own urgent work).
 func (r *recorder) release() bool {
@@ -235,7 +244,12 @@ func (q *eventQueue) at(i int) *queued {
 	return &q.chunks[i/queueChunk][i%queueChunk]
 }
 
-func (q *eventQueue) push(e queued) {
+func (q *eventQueue) push(e queued) { *q.slot() = e }
+
+// slot appends a zero slot to the queue and returns it, to be filled in
+// place: an Event is over 500 bytes, and most of a fire's queued events are
+// a few fields (see queued).
+func (q *eventQueue) slot() *queued {
 	if q.end-q.off == len(q.chunks)*queueChunk {
 		var c []queued
 		if n := len(q.spares); n > 0 {
@@ -246,8 +260,9 @@ func (q *eventQueue) push(e queued) {
 		}
 		q.chunks = append(q.chunks, c)
 	}
-	*q.at(q.end) = e
+	p := q.at(q.end)
 	q.end++
+	return p
 }
 
 // popFront removes the event at head, releasing chunks left behind.

@@ -165,6 +165,10 @@ func (w *Watchdog) enqueueLocked(e Event) {
 // enqueueFireLocked hands the decision and cancel events of f to the
 // recorder, to be built there. Called with w.mu held.
 func (w *Watchdog) enqueueFireLocked(f *fireRecord) {
+	if w.passing {
+		w.rec.pushFireHeld(f)
+		return
+	}
 	w.enqueueQueuedLocked(queued{Event: Event{AggregateID: f.s.id, Kind: KindDecision}, fire: f})
 	w.enqueueQueuedLocked(queued{Event: Event{AggregateID: f.s.id, Kind: KindCancel}, fire: f})
 }
