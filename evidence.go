@@ -274,7 +274,17 @@ func (s *Session) snapshotInto(chs []decide.Channel) decide.Snapshot {
 
 // summary is the per-channel evidence summary of snapshot sn at now.
 func (s *Session) summary(sn decide.Snapshot, now time.Time) []EvidenceEntry {
-	out := make([]EvidenceEntry, len(sn.Channels))
+	return s.summaryInto(nil, sn, now)
+}
+
+// summaryInto is summary in buf's storage if it has room for every channel.
+func (s *Session) summaryInto(buf []EvidenceEntry, sn decide.Snapshot, now time.Time) []EvidenceEntry {
+	var out []EvidenceEntry
+	if cap(buf) >= len(sn.Channels) {
+		out = buf[:len(sn.Channels)]
+	} else {
+		out = make([]EvidenceEntry, len(sn.Channels))
+	}
 	// The pointed-to values live in one block each, not one allocation
 	// per channel: a verdict pass at scale allocates far less.
 	var lasts []time.Time

@@ -46,7 +46,8 @@ type recorder struct {
 	failed []string
 	one    [1]Event // Append's argument; owned by the goroutine that attempts
 
-	onEvent func(Event) // Observer.OnEvent, called after each successful append
+	onEvent    func(Event) // Observer.OnEvent, called after each successful append
+	afterDrain func()      // called after each drain, on the recorder goroutine (the fire stash's refill)
 }
 
 // lane is the backoff state of one session whose append failed.
@@ -202,6 +203,9 @@ func (r *recorder) drain() {
 		r.mu.Unlock()
 	}
 	r.armRetry()
+	if r.afterDrain != nil {
+		r.afterDrain()
+	}
 }
 
 // drainBatch is how many events drain attempts per round trip on the

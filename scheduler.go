@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -265,9 +266,12 @@ func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, s
 }
 
 // endWindowLocked ends s's window with verdict ve: nothing of it is
-// scheduled or indexed any more. Called with w.mu held.
+// scheduled or indexed any more. A nil ve: the caller keeps the verdict in
+// s.item.Value (see fireDefaultLocked). Called with w.mu held.
 func (w *Watchdog) endWindowLocked(s *Session, ve *VerdictError) {
-	s.rw().fired = ve
+	if ve != nil {
+		s.rw().fired = ve
+	}
 	s.state.Store(stateFired)
 	s.clearActing()
 	w.sessions.del(s)
@@ -291,42 +295,86 @@ func (s *Session) cancelEvent(id string, ve *VerdictError, summary []EvidenceEnt
 // fireRecord is a fire with the default action: its verdict, and what its
 // decision and cancel events record. The scheduler queues the two events as
 // references to it and the recorder goroutine builds them when it records
-// them (fireRecord.event), so that a fire costs the scheduler one
-// allocation and no event building: when fires pile up, that work delayed
-// the next pass (see BENCHMARKS.md, fire lateness). It is never modified
-// once queued.
+// them (fireRecord.event), so that a fire costs the scheduler no event
+// building. The scheduler takes records that the recorder goroutine
+// allocated ahead (fireStash), so that a fire does not allocate on the
+// scheduler goroutine either: an allocation there could make it assist the
+// garbage collector, and when fires pile up, that work delayed the next pass
+// (see BENCHMARKS.md, fire lateness). Once its session has fired, the record
+// is also where the session keeps its verdict (s.item.Value). It is never
+// modified once queued.
 type fireRecord struct {
 	ve       VerdictError // the context's cause
 	s        *Session
 	facts    decisionFacts
 	cancelID string
+	evidence [4]EvidenceEntry // the summary's storage for up to 4 channels
 }
 
-// fireWithRare is a fireRecord allocated with the sessionRare of a session
-// that had none (a fire needs one, to keep the verdict).
-type fireWithRare struct {
-	fireRecord
-	rare sessionRare
+// fireLocked is never called: a fired session is not scheduled again. It
+// makes a fireRecord storable in the session's heap item (see
+// endCauseLocked).
+func (f *fireRecord) fireLocked(*Watchdog, time.Time, *dueWork) {}
+
+// fireStash hands the scheduler fireRecords allocated by the recorder
+// goroutine: the recorder fills a batch while the stash is empty, the
+// scheduler takes the whole batch and uses it up under w.mu. No lock: one
+// atomic pointer.
+type fireStash struct {
+	ready atomic.Pointer[fireBatch] // a full batch, or nil
+	cur   *fireBatch                // the batch in use; guarded by w.mu
 }
 
-// fireDefaultLocked ends s's window on verdict v (decided at now from sn) with the
-// default action and queues its decision and cancel events. Called with
-// w.mu held, during a scheduler pass or not.
-func (w *Watchdog) fireDefaultLocked(s *Session, sn decide.Snapshot, v decide.Verdict, now time.Time) *fireRecord {
-	var f *fireRecord
-	if s.rare == nil {
-		fr := new(fireWithRare)
-		s.rare, f = &fr.rare, &fr.fireRecord
-	} else {
-		f = new(fireRecord)
+type fireBatch struct {
+	recs [fireBatchLen]*fireRecord
+	next int
+}
+
+const fireBatchLen = 128
+
+// refill makes a batch ready if none is. Called by the recorder goroutine.
+func (st *fireStash) refill() {
+	if st.ready.Load() != nil {
+		return
 	}
-	f.s, f.facts = s, s.decisionFacts(sn, v, now)
+	b := new(fireBatch)
+	for i := range b.recs {
+		b.recs[i] = new(fireRecord)
+	}
+	st.ready.Store(b) // only this goroutine stores a non-nil batch
+}
+
+// take returns a fresh record: from the stash, or allocated if the stash
+// is empty. ok reports whether it came from the stash. Called with w.mu held.
+func (st *fireStash) take() (f *fireRecord, ok bool) {
+	if st.cur == nil || st.cur.next == fireBatchLen {
+		st.cur = st.ready.Swap(nil)
+		if st.cur == nil {
+			return new(fireRecord), false
+		}
+	}
+	f = st.cur.recs[st.cur.next]
+	st.cur.recs[st.cur.next] = nil
+	st.cur.next++
+	return f, true
+}
+
+// fireDefaultLocked ends s's window on verdict v (decided at now from sn)
+// with the default action and queues its decision and cancel events.
+// Called with w.mu held, during a scheduler pass or not.
+func (w *Watchdog) fireDefaultLocked(s *Session, sn decide.Snapshot, v decide.Verdict, now time.Time) *fireRecord {
+	f, _ := w.stash.take()
+	f.s = s
+	f.facts = decisionFacts{now: now, rule: v.Rule, elapsed: v.Elapsed, budget: v.Budget,
+		summary: s.summaryInto(f.evidence[:0], sn, now), childWait: s.childWait(sn, now), bounded: sn.BoundedWork,
+		waiting: sn.Waiting, observedSince: sn.ObservedSince, graceUntil: sn.GraceUntil}
 	f.ve = VerdictError{
 		SessionID: s.id, Window: int(s.window), Rule: ruleNames[v.Rule], Reason: v.Rule.Reason(),
 		Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: now.UTC(),
 		Recoverable: v.Rule.Recoverable(), DecisionID: w.newEventID(), Evidence: f.facts.summary,
 	}
-	w.endWindowLocked(s, &f.ve)
+	w.endWindowLocked(s, nil)
+	s.item.Value = f // the session's verdict from now on (see endCauseLocked)
 	f.cancelID = w.newEventID()
 	w.enqueueFireLocked(f)
 	return f

@@ -79,7 +79,8 @@ type Watchdog struct {
 	resolution time.Duration
 	coarse     coarseClock
 
-	ids eventIDs
+	ids   eventIDs
+	stash fireStash // fireRecords allocated ahead by the recorder goroutine
 
 	lastConfig atomic.Pointer[sessionConfig] // the latest policy's, shared while it repeats
 
@@ -158,6 +159,8 @@ func New(opts ...Option) *Watchdog {
 		done:       make(chan struct{}),
 	}
 	w.act = newActor(w)
+	w.stash.refill()
+	w.rec.afterDrain = w.stash.refill
 	w.coarse.now.Store(toNanos(w.clock.Now()))
 	w.wg.Add(2)
 	go func() { defer w.wg.Done(); w.rec.run() }()
@@ -179,7 +182,7 @@ const (
 	// The window ended; the state says why (see endCauseLocked).
 	stateStopped // Stop or Run: ErrSessionStopped
 	stateClosed  // Close: ErrClosed
-	stateFired   // the watchdog acted: rare.fired
+	stateFired   // the watchdog acted: rare.fired, or the fireRecord in item.Value
 )
 
 // Session is one watched session window. Its methods are safe for concurrent
@@ -271,6 +274,9 @@ func (s *Session) endCauseLocked() error {
 	case stateClosed:
 		return ErrClosed
 	case stateFired:
+		if f, ok := s.item.Value.(*fireRecord); ok { // fired with the default action
+			return &f.ve
+		}
 		return s.rare.fired
 	}
 	return nil
