@@ -2,36 +2,36 @@ package watchdog
 
 import "hash/maphash"
 
-// sessionIndex maps session ids to the sessions a Watchdog watches. It is
-// an open-addressing hash table of slot numbers (linear probing, deletion by
-// backward shift, so no tombstones), over a slot slice that holds the
-// sessions and a parallel slice of their ids' hashes. The table and the
-// hashes hold no pointer: a garbage collection does not scan them and
-// reaches the sessions in slot order. A map[string]*Session made the
+// sessionIndex maps session ids to the sessions a Watchdog watches. Its hash
+// table holds no pointer (a hash of the id to a slot number), and the
+// sessions are held by a slice: a garbage collection does not scan the table
+// and reaches the sessions in slot order. A map[string]*Session made the
 // collector visit a million sessions and their ids in hash order, cache miss
-// after cache miss: it was most of a full GC cycle at 1,000,000 sessions. A
-// session keeps its slot number (in item.Aux), so removing a fired session
-// neither hashes its id nor reads it (see BENCHMARKS.md). Not safe for
+// after cache miss: it was most of a full GC cycle at 1,000,000 sessions
+// (see BENCHMARKS.md). A session keeps its slot (in item.Aux) and the slot
+// its id's hash, so removing a fired session neither hashes nor reads its
+// id. The hash-to-slot table stays a Go map, whose growth is incremental:
+// an open-addressing table measured faster per removal, but doubling it at
+// a million sessions held the Watchdog's lock for 20 ms. Not safe for
 // concurrent use: the Watchdog's mu guards it.
 type sessionIndex struct {
 	seed   maphash.Seed
-	table  []int32    // 0: empty; else 1 + a slot. A power of two long, at most half full.
-	slots  []*Session // nil: a free slot
-	hashes []uint64   // hashes[i] is the hash of slots[i]'s id
-	free   []int32    // free slots
+	byHash map[uint64]int32 // hash of an id -> first slot of its chain
+	slots  []*Session       // nil: a free slot; a session's slot is in its item.Aux
+	hashes []uint64         // hashes[i] is the hash of slots[i]'s id
+	next   []int32          // the next slot in the same chain, or -1
+	free   []int32          // free slots
 	n      int
 	hashOf func(string) uint64 // tests only: forces collisions
 }
 
-// minTable is the table's length once anything is put.
-const minTable = 16
-
 func (x *sessionIndex) hash(id string) uint64 {
+	if x.byHash == nil {
+		x.seed = maphash.MakeSeed()
+		x.byHash = make(map[uint64]int32)
+	}
 	if x.hashOf != nil {
 		return x.hashOf(id)
-	}
-	if x.seed == (maphash.Seed{}) {
-		x.seed = maphash.MakeSeed()
 	}
 	return maphash.String(x.seed, id)
 }
@@ -41,24 +41,18 @@ func (x *sessionIndex) get(id string) *Session {
 	if x.n == 0 {
 		return nil
 	}
-	h := x.hash(id)
-	mask := uint64(len(x.table) - 1)
-	for p := h & mask; ; p = (p + 1) & mask {
-		t := x.table[p]
-		if t == 0 {
-			return nil
+	i, ok := x.byHash[x.hash(id)]
+	for ok && i >= 0 {
+		if s := x.slots[i]; s.id == id {
+			return s
 		}
-		if i := t - 1; x.hashes[i] == h && x.slots[i].id == id {
-			return x.slots[i]
-		}
+		i = x.next[i]
 	}
+	return nil
 }
 
 // put adds s under s.id; the caller has checked that the id is free.
 func (x *sessionIndex) put(s *Session) {
-	if 2*(x.n+1) > len(x.table) {
-		x.grow()
-	}
 	h := x.hash(s.id)
 	var i int32
 	if n := len(x.free); n > 0 {
@@ -67,75 +61,58 @@ func (x *sessionIndex) put(s *Session) {
 		i = int32(len(x.slots))
 		x.slots = append(x.slots, nil)
 		x.hashes = append(x.hashes, 0)
+		x.next = append(x.next, -1)
 	}
-	x.slots[i], x.hashes[i] = s, h
+	x.slots[i] = s
+	x.hashes[i] = h
+	x.next[i] = -1
 	s.item.Aux = i
-	x.insert(i)
+	if first, ok := x.byHash[h]; ok {
+		x.next[i] = first
+	}
+	x.byHash[h] = i
 	x.n++
 }
 
-// insert puts slot i in the table at the first empty place from its hash's.
-func (x *sessionIndex) insert(i int32) {
-	mask := uint64(len(x.table) - 1)
-	p := x.hashes[i] & mask
-	for x.table[p] != 0 {
-		p = (p + 1) & mask
-	}
-	x.table[p] = i + 1
-}
-
-// grow doubles the table (at least minTable) and puts every slot back.
-func (x *sessionIndex) grow() {
-	x.table = make([]int32, max(2*len(x.table), minTable))
-	for i, s := range x.slots {
-		if s != nil {
-			x.insert(int32(i))
-		}
-	}
-}
-
-// del removes s if it is the session watched under s.id. It finds s from
-// the slot s keeps and the hash kept for that slot: no hashing of the id,
-// whose bytes are likely out of the caches when a session fires.
+// del removes s if it is the session watched under s.id. It finds s's
+// chain from the hash kept for its slot: no hashing of the id, whose bytes
+// are likely out of the caches when a session fires.
 func (x *sessionIndex) del(s *Session) {
-	slot := s.item.Aux
-	if x.n == 0 || slot < 0 || int(slot) >= len(x.slots) || x.slots[slot] != s {
-		return // not in the index
-	}
-	mask := uint64(len(x.table) - 1)
-	p := x.hashes[slot] & mask
-	for x.table[p] != slot+1 {
-		p = (p + 1) & mask
-	}
-	// Backward shift: move up every later entry of the probe run that
-	// may live at p, so that no lookup stops early at the hole.
-	for j := p; ; {
-		j = (j + 1) & mask
-		t := x.table[j]
-		if t == 0 {
-			break
-		}
-		home := x.hashes[t-1] & mask
-		// The entry at j stays if its home is cyclically in (p, j].
-		if p <= j && p < home && home <= j || p > j && (p < home || home <= j) {
-			continue
-		}
-		x.table[p] = t
-		p = j
-	}
-	x.table[p] = 0
-	x.slots[slot] = nil
-	x.n--
 	if x.n == 0 {
-		if cap(x.slots) > 1024 { // give a burst's memory back
-			x.reset()
-		} else {
-			clear(x.table)
-			x.slots, x.hashes, x.free = x.slots[:0], x.hashes[:0], x.free[:0]
-		}
 		return
 	}
-	x.free = append(x.free, slot)
+	slot := s.item.Aux
+	if slot < 0 || int(slot) >= len(x.slots) || x.slots[slot] != s {
+		return // not in the index
+	}
+	h := x.hashes[slot]
+	i, ok := x.byHash[h]
+	prev := int32(-1)
+	for ok && i >= 0 {
+		if x.slots[i] == s {
+			switch {
+			case prev >= 0:
+				x.next[prev] = x.next[i]
+			case x.next[i] >= 0:
+				x.byHash[h] = x.next[i]
+			default:
+				delete(x.byHash, h)
+			}
+			x.slots[i] = nil
+			x.n--
+			if x.n == 0 {
+				if cap(x.slots) > 1024 { // give a burst's memory back
+					x.reset()
+				} else {
+					x.slots, x.hashes, x.next, x.free = x.slots[:0], x.hashes[:0], x.next[:0], x.free[:0]
+				}
+				return
+			}
+			x.free = append(x.free, i)
+			return
+		}
+		prev, i = i, x.next[i]
+	}
 }
 
 // len returns the number of sessions.
@@ -154,5 +131,5 @@ func (x *sessionIndex) all() []*Session {
 
 // reset removes every session.
 func (x *sessionIndex) reset() {
-	*x = sessionIndex{seed: x.seed, hashOf: x.hashOf}
+	*x = sessionIndex{seed: x.seed, byHash: make(map[uint64]int32), hashOf: x.hashOf}
 }
