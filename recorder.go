@@ -168,8 +168,9 @@ func (r *recorder) drain() {
 		// after unlocking.
 		r.mu.Lock()
 		r.batch, r.at = r.batch[:0], r.at[:0]
+		head := r.queue.head
 		for ; i < r.queue.end && len(r.batch) < drainBatch; i++ {
-			if e := r.queue.at(i); r.blocked[e.AggregateID] == nil {
+			if e := r.queue.at(i); len(r.blocked) == 0 || r.blocked[e.AggregateID] == nil {
 				r.batch, r.at = append(r.batch, e), append(r.at, i)
 			}
 		}
@@ -192,10 +193,27 @@ func (r *recorder) drain() {
 				r.failed = append(r.failed, e.AggregateID)
 			}
 		}
+		if n == len(r.batch) && r.at[0] == head && r.at[n-1] == head+n-1 {
+			// The common case: the whole batch was the queue's head and
+			// is recorded. Clear its slots before locking (they are this
+			// goroutine's: nothing else writes below the end) and only
+			// move the head under the lock, which Starts and scheduler
+			// passes take too.
+			for _, e := range r.batch {
+				*e = queued{}
+			}
+			clear(r.batch)
+			r.mu.Lock()
+			r.queue.advance(n)
+			r.mu.Unlock()
+			continue
+		}
 		clear(r.batch)
 		r.mu.Lock()
 		for _, pos := range r.at[:n] {
-			delete(r.blocked, r.queue.at(pos).AggregateID) // recorded: the session's lane is clear
+			if len(r.blocked) > 0 {
+				delete(r.blocked, r.queue.at(pos).AggregateID) // recorded: the session's lane is clear
+			}
 			// Removing a position moves only the events before it, so
 			// the later positions of the batch still hold.
 			r.removeLocked(pos)
@@ -272,6 +290,19 @@ func (q *eventQueue) slot() *queued {
 // popFront removes the event at head, releasing chunks left behind.
 func (q *eventQueue) popFront() {
 	*q.at(q.head) = queued{}
+	q.advance(1)
+}
+
+// advance moves head past n events whose slots are already zero,
+// releasing chunks left behind.
+func (q *eventQueue) advance(n int) {
+	for range n {
+		q.step()
+	}
+}
+
+// step moves head past one zeroed slot.
+func (q *eventQueue) step() {
 	q.head++
 	if q.head-q.off == queueChunk {
 		if len(q.spares) < maxSpares {

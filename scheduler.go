@@ -317,11 +317,13 @@ type fireRecord struct {
 func (f *fireRecord) fireLocked(*Watchdog, time.Time, *dueWork) {}
 
 // fireStash hands the scheduler fireRecords allocated by the recorder
-// goroutine: the recorder fills a batch while the stash is empty, the
-// scheduler takes the whole batch and uses it up under w.mu. No lock: one
-// atomic pointer.
+// goroutine: once a Watchdog has fired, the recorder fills a batch whenever
+// the stash has none ready, and the scheduler takes the whole batch and
+// uses it up under w.mu. No lock: two atomics. A Watchdog that never fires
+// holds no batch.
 type fireStash struct {
 	ready atomic.Pointer[fireBatch] // a full batch, or nil
+	fired atomic.Bool               // the scheduler has taken a record: keep a batch ready
 	cur   *fireBatch                // the batch in use; guarded by w.mu
 }
 
@@ -330,11 +332,12 @@ type fireBatch struct {
 	next int
 }
 
-const fireBatchLen = 128
+const fireBatchLen = 64
 
-// refill makes a batch ready if none is. Called by the recorder goroutine.
+// refill makes a batch ready if none is and the Watchdog has fired.
+// Called by the recorder goroutine.
 func (st *fireStash) refill() {
-	if st.ready.Load() != nil {
+	if !st.fired.Load() || st.ready.Load() != nil {
 		return
 	}
 	b := new(fireBatch)
@@ -348,6 +351,9 @@ func (st *fireStash) refill() {
 // is empty. ok reports whether it came from the stash. Called with w.mu held.
 func (st *fireStash) take() (f *fireRecord, ok bool) {
 	if st.cur == nil || st.cur.next == fireBatchLen {
+		if !st.fired.Load() {
+			st.fired.Store(true)
+		}
 		st.cur = st.ready.Swap(nil)
 		if st.cur == nil {
 			return new(fireRecord), false

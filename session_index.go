@@ -8,9 +8,10 @@ import "hash/maphash"
 // and reaches the sessions in slot order. A map[string]*Session made the
 // collector visit a million sessions and their ids in hash order, cache miss
 // after cache miss: it was most of a full GC cycle at 1,000,000 sessions
-// (see BENCHMARKS.md). A session keeps its slot (in item.Aux) and the slot
-// its id's hash, so removing a fired session neither hashes nor reads its
-// id. The hash-to-slot table stays a Go map, whose growth is incremental:
+// (see BENCHMARKS.md). A session keeps its slot (in item.Aux), so removing
+// it walks no chain. (Keeping each slot's hash too, to spare hashing the id
+// on removal, cost 8 bytes a session, more than the memory target allowed.)
+// The hash-to-slot table stays a Go map, whose growth is incremental:
 // an open-addressing table measured faster per removal, but doubling it at
 // a million sessions held the Watchdog's lock for 20 ms. Not safe for
 // concurrent use: the Watchdog's mu guards it.
@@ -18,7 +19,6 @@ type sessionIndex struct {
 	seed   maphash.Seed
 	byHash map[uint64]int32 // hash of an id -> first slot of its chain
 	slots  []*Session       // nil: a free slot; a session's slot is in its item.Aux
-	hashes []uint64         // hashes[i] is the hash of slots[i]'s id
 	next   []int32          // the next slot in the same chain, or -1
 	free   []int32          // free slots
 	n      int
@@ -60,11 +60,9 @@ func (x *sessionIndex) put(s *Session) {
 	} else {
 		i = int32(len(x.slots))
 		x.slots = append(x.slots, nil)
-		x.hashes = append(x.hashes, 0)
 		x.next = append(x.next, -1)
 	}
 	x.slots[i] = s
-	x.hashes[i] = h
 	x.next[i] = -1
 	s.item.Aux = i
 	if first, ok := x.byHash[h]; ok {
@@ -74,9 +72,8 @@ func (x *sessionIndex) put(s *Session) {
 	x.n++
 }
 
-// del removes s if it is the session watched under s.id. It finds s's
-// chain from the hash kept for its slot: no hashing of the id, whose bytes
-// are likely out of the caches when a session fires.
+// del removes s if it is the session watched under s.id; the slot s keeps
+// tells at once whether it is.
 func (x *sessionIndex) del(s *Session) {
 	if x.n == 0 {
 		return
@@ -85,7 +82,7 @@ func (x *sessionIndex) del(s *Session) {
 	if slot < 0 || int(slot) >= len(x.slots) || x.slots[slot] != s {
 		return // not in the index
 	}
-	h := x.hashes[slot]
+	h := x.hash(s.id)
 	i, ok := x.byHash[h]
 	prev := int32(-1)
 	for ok && i >= 0 {
@@ -104,7 +101,7 @@ func (x *sessionIndex) del(s *Session) {
 				if cap(x.slots) > 1024 { // give a burst's memory back
 					x.reset()
 				} else {
-					x.slots, x.hashes, x.next, x.free = x.slots[:0], x.hashes[:0], x.next[:0], x.free[:0]
+					x.slots, x.next, x.free = x.slots[:0], x.next[:0], x.free[:0]
 				}
 				return
 			}

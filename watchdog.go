@@ -159,7 +159,6 @@ func New(opts ...Option) *Watchdog {
 		done:       make(chan struct{}),
 	}
 	w.act = newActor(w)
-	w.stash.refill()
 	w.rec.afterDrain = w.stash.refill
 	w.coarse.now.Store(toNanos(w.clock.Now()))
 	w.wg.Add(2)
