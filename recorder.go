@@ -195,17 +195,16 @@ func (r *recorder) drain() {
 		}
 		if n == len(r.batch) && r.at[0] == head && r.at[n-1] == head+n-1 {
 			// The common case: the whole batch was the queue's head and
-			// is recorded. Clear its slots before locking (they are this
-			// goroutine's: nothing else writes below the end) and only
-			// move the head under the lock, which Starts and scheduler
-			// passes take too.
+			// is recorded: clear it and move the head in one step, without
+			// shifting anything. (The clearing stays under the lock:
+			// pending reads the queued slots.)
+			r.mu.Lock()
 			for _, e := range r.batch {
 				*e = queued{}
 			}
-			clear(r.batch)
-			r.mu.Lock()
 			r.queue.advance(n)
 			r.mu.Unlock()
+			clear(r.batch)
 			continue
 		}
 		clear(r.batch)
