@@ -167,6 +167,7 @@ func (r *recorder) drain() {
 		// are pushed and moved only by this goroutine, so they are read
 		// after unlocking.
 		r.mu.Lock()
+		r.queue.recycle() // the chunks the previous batch left behind, cleared since
 		r.batch, r.at = r.batch[:0], r.at[:0]
 		head := r.queue.head
 		for ; i < r.queue.end && len(r.batch) < drainBatch; i++ {
@@ -195,15 +196,17 @@ func (r *recorder) drain() {
 		}
 		if n == len(r.batch) && r.at[0] == head && r.at[n-1] == head+n-1 {
 			// The common case: the whole batch was the queue's head and
-			// is recorded: clear it and move the head in one step, without
-			// shifting anything. (The clearing stays under the lock:
-			// pending reads the queued slots.)
+			// is recorded. Move the head past it under the lock, then
+			// clear its slots after unlocking: below the head, nothing
+			// else reads or writes them until the next recycle, under the
+			// lock. (Clearing 64 slots under the lock, which Starts and
+			// scheduler passes take too, made them wait for it.)
 			r.mu.Lock()
+			r.queue.advance(n)
+			r.mu.Unlock()
 			for _, e := range r.batch {
 				*e = queued{}
 			}
-			r.queue.advance(n)
-			r.mu.Unlock()
 			clear(r.batch)
 			continue
 		}
@@ -289,23 +292,21 @@ func (q *eventQueue) slot() *queued {
 // popFront removes the event at head, releasing chunks left behind.
 func (q *eventQueue) popFront() {
 	*q.at(q.head) = queued{}
-	q.advance(1)
-}
-
-// advance moves head past n events whose slots are already zero,
-// releasing chunks left behind.
-func (q *eventQueue) advance(n int) {
-	for range n {
-		q.step()
-	}
-}
-
-// step moves head past one zeroed slot.
-func (q *eventQueue) step() {
 	q.head++
-	if q.head-q.off == queueChunk {
+	q.recycle()
+}
+
+// advance moves head past n events. Their slots are left to the caller,
+// which clears them after unlocking (see drain), and the chunks left
+// behind to the next recycle.
+func (q *eventQueue) advance(n int) { q.head += n }
+
+// recycle releases the chunks wholly below head, whose slots are all zero:
+// at most maxSpares are kept for reuse.
+func (q *eventQueue) recycle() {
+	for q.head-q.off >= queueChunk {
 		if len(q.spares) < maxSpares {
-			q.spares = append(q.spares, q.chunks[0]) // every slot was zeroed as it was popped
+			q.spares = append(q.spares, q.chunks[0])
 		}
 		q.chunks[0] = nil
 		q.chunks = q.chunks[1:]
