@@ -213,9 +213,9 @@ func (r *recorder) drain() {
 		clear(r.batch)
 		r.mu.Lock()
 		for _, pos := range r.at[:n] {
-			if len(r.blocked) > 0 {
-				delete(r.blocked, r.queue.at(pos).AggregateID) // recorded: the session's lane is clear
-			}
+			// No lane to clear: the batch holds only sessions without
+			// one, and a lane made since is a later failure of the same
+			// session, which must keep it.
 			// Removing a position moves only the events before it, so
 			// the later positions of the batch still hold.
 			r.removeLocked(pos)

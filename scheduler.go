@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
-	"github.com/sessionwatchdog/watchdog/internal/sched"
 )
 
 // schedule is the Watchdog's one scheduler goroutine. It sleeps until the
@@ -119,9 +118,10 @@ func (w *Watchdog) runDue() {
 	w.popped = due[:0]
 	w.passing = false
 	recorded := w.rec.release()
-	top, closed := w.heap.Peek(), w.closed
+	next, ok := w.topDueLocked()
+	closed := w.closed
 	w.mu.Unlock()
-	w.armLocked(top, closed)
+	w.armLocked(next, ok && !closed)
 	w.timerMu.Unlock()
 	for _, f := range d.fired {
 		f.s.cancel(f.v)
@@ -517,20 +517,30 @@ func (w *Watchdog) rearm() {
 	w.timerMu.Lock()
 	defer w.timerMu.Unlock()
 	w.mu.Lock()
-	top, closed := w.heap.Peek(), w.closed
+	due, ok := w.topDueLocked()
+	closed := w.closed
 	w.mu.Unlock()
-	w.armLocked(top, closed)
+	w.armLocked(due, ok && !closed)
 }
 
-// armLocked arms the clock timer for top, the heap's earliest item as read
-// under mu, or disarms it if there is none or the Watchdog is closed. Called
-// with timerMu held.
-func (w *Watchdog) armLocked(top *sched.Item[timed], closed bool) {
-	if top == nil || closed {
+// topDueLocked returns the heap's earliest due instant, and false if the
+// heap is empty. Called with mu held: an item's Due changes under mu.
+func (w *Watchdog) topDueLocked() (int64, bool) {
+	top := w.heap.Peek()
+	if top == nil {
+		return 0, false
+	}
+	return top.Due, true
+}
+
+// armLocked arms the clock timer for due (arm), or disarms it (the heap is
+// empty or the Watchdog closed). Called with timerMu held.
+func (w *Watchdog) armLocked(due int64, arm bool) {
+	if !arm {
 		w.stopTimerLocked()
 		return
 	}
-	w.setTimerLocked(top.Due)
+	w.setTimerLocked(due)
 }
 
 // stopTimerLocked disarms the clock timer. Called with timerMu held.
