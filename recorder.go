@@ -152,13 +152,11 @@ func (r *recorder) run() { r.loop(r.drain) }
 // three times per event made the scheduler queue behind it at high verdict
 // rates.
 func (r *recorder) drain() {
+	// A session whose backoff has run out is attempted again but keeps
+	// its lane, and so its attempt count, until an event of it is
+	// recorded: the next failure backs off twice as long.
 	now := r.clock.Now()
 	r.mu.Lock()
-	for id, l := range r.blocked {
-		if !now.Before(l.retryAt) {
-			delete(r.blocked, id)
-		}
-	}
 	i := r.queue.head
 	r.mu.Unlock()
 	for {
@@ -171,7 +169,7 @@ func (r *recorder) drain() {
 		r.batch, r.at = r.batch[:0], r.at[:0]
 		head := r.queue.head
 		for ; i < r.queue.end && len(r.batch) < drainBatch; i++ {
-			if e := r.queue.at(i); len(r.blocked) == 0 || r.blocked[e.AggregateID] == nil {
+			if e := r.queue.at(i); len(r.blocked) == 0 || r.ready(e.AggregateID, now) {
 				r.batch, r.at = append(r.batch, e), append(r.at, i)
 			}
 		}
@@ -202,6 +200,11 @@ func (r *recorder) drain() {
 			// lock. (Clearing 64 slots under the lock, which Starts and
 			// scheduler passes take too, made them wait for it.)
 			r.mu.Lock()
+			if len(r.blocked) > 0 {
+				for _, e := range r.batch {
+					r.clearLaneLocked(e.AggregateID, now)
+				}
+			}
 			r.queue.advance(n)
 			r.mu.Unlock()
 			for _, e := range r.batch {
@@ -213,9 +216,9 @@ func (r *recorder) drain() {
 		clear(r.batch)
 		r.mu.Lock()
 		for _, pos := range r.at[:n] {
-			// No lane to clear: the batch holds only sessions without
-			// one, and a lane made since is a later failure of the same
-			// session, which must keep it.
+			if len(r.blocked) > 0 {
+				r.clearLaneLocked(r.queue.at(pos).AggregateID, now)
+			}
 			// Removing a position moves only the events before it, so
 			// the later positions of the batch still hold.
 			r.removeLocked(pos)
@@ -225,6 +228,22 @@ func (r *recorder) drain() {
 	r.armRetry()
 	if r.afterDrain != nil {
 		r.afterDrain()
+	}
+}
+
+// ready reports whether session id's events may be attempted at now: it
+// has no lane, or its backoff has run out. Called with mu held.
+func (r *recorder) ready(id string, now time.Time) bool {
+	l := r.blocked[id]
+	return l == nil || !now.Before(l.retryAt)
+}
+
+// clearLaneLocked ends session id's backoff after one of its events was
+// recorded, unless a later event of it failed in the same round (its lane
+// then waits again, past now). Called with mu held.
+func (r *recorder) clearLaneLocked(id string, now time.Time) {
+	if l := r.blocked[id]; l != nil && !now.Before(l.retryAt) {
+		delete(r.blocked, id)
 	}
 }
 

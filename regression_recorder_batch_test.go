@@ -100,3 +100,31 @@ func TestRearmReadsTheEarliestDueUnderTheLock(t *testing.T) {
 	})
 	wg.Wait()
 }
+
+// Found in review: the recorder forgot a session's failed attempts when its
+// backoff ran out, so the backoff never grew past WithRetryBackoff's min
+// instead of doubling up to max as documented.
+func TestRecorderBackoffDoublesAfterEachFailedRetry(t *testing.T) {
+	mock := clock.NewMock()
+	st := &orderStore{fail: map[string]int{"A1": 3}}
+	c := defaultConfig()
+	c.store, c.clock, c.log = st, mock, zap.NewNop()
+	c.retryMin, c.retryMax = 100*time.Millisecond, time.Second
+	r := newRecorder(c)
+	r.queue.push(queued{Event: Event{ID: "A1", AggregateID: "a"}})
+	r.queue.push(queued{Event: Event{ID: "A2", AggregateID: "a"}})
+
+	for k, wait := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+		r.drain() // fails A1 (the goroutine is not started: drain runs here)
+		require.Empty(t, st.got)
+		require.Equal(t, 2-k, st.fail["A1"], "attempt %d made", k+1)
+		require.Equal(t, mock.Now().Add(wait), r.blocked["a"].retryAt, "the next retry is %v away", wait)
+		mock.Add(wait - time.Nanosecond)
+		r.drain() // still backing off: nothing attempted
+		require.Equal(t, 2-k, st.fail["A1"], "no attempt during the backoff")
+		mock.Add(time.Nanosecond)
+	}
+	r.drain() // the fourth attempt succeeds; A2 follows
+	require.Equal(t, []string{"A1", "A2"}, st.got)
+	require.Empty(t, r.blocked, "recorded: the backoff is over")
+}
