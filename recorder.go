@@ -276,9 +276,13 @@ type eventQueue struct {
 	spares [][]queued // drained chunks (all zero) kept for reuse, at most maxSpares
 }
 
-// maxSpares bounds the drained chunks a queue keeps (about 70 KB): enough to
-// ride out a recorder that falls behind for a while without allocating.
-const maxSpares = 2
+// maxSpares bounds the drained chunks a queue keeps for reuse (about 2.3
+// MB, and only as many as a burst once needed): a recorder that falls
+// behind during a storm of fires (descheduled for tens of milliseconds,
+// thousands of events) then finds its chunks again instead of allocating
+// them anew, garbage that made the collector run during the storm and
+// delay the scheduler's timer (see BENCHMARKS.md, fire lateness).
+const maxSpares = 64
 
 const queueChunk = 64
 
