@@ -276,8 +276,9 @@ type eventQueue struct {
 	spares [][]queued // drained chunks (all zero) kept for reuse, at most maxSpares
 }
 
-// maxSpares bounds the drained chunks a queue keeps for reuse (about 2.3
-// MB, and only as many as a burst once needed): a recorder that falls
+// maxSpares bounds the drained chunks a queue keeps for reuse while it has
+// a backlog (about 2.3 MB, only as many as the backlog needed; idleSpares
+// once it is empty): a recorder that falls
 // behind during a storm of fires (descheduled for tens of milliseconds,
 // thousands of events) then finds its chunks again instead of allocating
 // them anew, garbage that made the collector run during the storm and
@@ -352,7 +353,13 @@ func (q *eventQueue) compact() {
 		}
 	}
 	q.off, q.head, q.end = 0, 0, 0
+	// Caught up: keep a few spares, not a whole burst's.
+	clear(q.spares[min(len(q.spares), idleSpares):])
+	q.spares = q.spares[:min(len(q.spares), idleSpares)]
 }
+
+// idleSpares is how many spare chunks an empty queue keeps.
+const idleSpares = 2
 
 // attempt appends e. It reports whether e left the queue (recorded, or
 // refused for good). On a transient failure e's session backs off.
