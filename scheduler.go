@@ -320,7 +320,9 @@ func (f *fireRecord) fireLocked(*Watchdog, time.Time, *dueWork) {}
 // goroutine: once a Watchdog has fired, the recorder fills a batch whenever
 // the stash has none ready, and the scheduler takes the whole batch and
 // uses it up under w.mu. No lock: two atomics. A Watchdog that never fires
-// holds no batch.
+// holds no batch; one that has fired holds up to two batches of fresh
+// records (about 300 KB), enough for the fires of a few milliseconds of a
+// storm while the recorder is descheduled.
 type fireStash struct {
 	ready atomic.Pointer[fireBatch] // a full batch, or nil
 	fired atomic.Bool               // the scheduler has taken a record: keep a batch ready
@@ -332,7 +334,7 @@ type fireBatch struct {
 	next int
 }
 
-const fireBatchLen = 64
+const fireBatchLen = 256
 
 // refill makes a batch ready if none is and the Watchdog has fired.
 // Called by the recorder goroutine.

@@ -51,10 +51,24 @@ var (
 	gcImpls    = flag.String("gc-impls", "watchdog,ticker,afterfunc,context", "approaches measured by -mode gc, in this order in one process (run one per process for clean figures: a goroutine per session leaves its dead goroutines' descriptors on the heap for good)")
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	traceOut   = flag.String("trace", "", "write an execution trace of the whole run to this file")
+	memProfile = flag.String("memprofile", "", "write an allocation profile of the whole run to this file when it ends")
 )
 
 func main() {
 	flag.Parse()
+	if *memProfile != "" {
+		defer func() {
+			f, err := os.Create(*memProfile)
+			if err != nil {
+				fatal(err)
+			}
+			defer f.Close()
+			runtime.GC() // the profile is as of the last collection
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				fatal(err)
+			}
+		}()
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
