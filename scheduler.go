@@ -193,7 +193,7 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
 		v := decide.Decide(s.cfg.limits, sn, now)
 		switch v.Action {
 		case decide.Advise:
-			facts := s.decisionFacts(sn, v, now)
+			facts := s.decisionFacts(sn, v, now, nil)
 			w.enqueueLocked(s.decisionEvent(w.newEventID(), &facts, ModeShadow))
 			r := s.rw()
 			r.rules = v.State
@@ -208,14 +208,11 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
 				f := w.fireDefaultLocked(s, sn, v, now)
 				return &firing{s, &f.ve}, nil
 			}
-			facts := s.decisionFacts(sn, v, now)
+			facts := s.decisionFacts(sn, v, now, nil)
 			dec := s.decisionEvent(w.newEventID(), &facts, ModeAct)
 			w.enqueueLocked(dec)
-			ve := &VerdictError{
-				SessionID: s.id, Window: int(s.window), Rule: ruleNames[v.Rule], Reason: v.Rule.Reason(),
-				Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: now.UTC(),
-				Recoverable: v.Rule.Recoverable(), DecisionID: dec.ID, Evidence: dec.EvidenceSummary,
-			}
+			verdict := s.verdict(v, now, dec.ID, dec.EvidenceSummary)
+			ve := &verdict
 			if ve.Recoverable && s.r().attempt != nil {
 				// A recovery layer runs this attempt: end the attempt,
 				// not the window, and measure idleness afresh.
@@ -350,37 +347,31 @@ func (st *fireStash) refill() {
 }
 
 // take returns a fresh record: from the stash, or allocated if the stash
-// is empty. ok reports whether it came from the stash. Called with w.mu held.
-func (st *fireStash) take() (f *fireRecord, ok bool) {
+// is empty. Called with w.mu held.
+func (st *fireStash) take() *fireRecord {
 	if st.cur == nil || st.cur.next == fireBatchLen {
 		if !st.fired.Load() {
 			st.fired.Store(true)
 		}
 		st.cur = st.ready.Swap(nil)
 		if st.cur == nil {
-			return new(fireRecord), false
+			return new(fireRecord)
 		}
 	}
-	f = st.cur.recs[st.cur.next]
+	f := st.cur.recs[st.cur.next]
 	st.cur.recs[st.cur.next] = nil
 	st.cur.next++
-	return f, true
+	return f
 }
 
 // fireDefaultLocked ends s's window on verdict v (decided at now from sn)
 // with the default action and queues its decision and cancel events.
 // Called with w.mu held, during a scheduler pass or not.
 func (w *Watchdog) fireDefaultLocked(s *Session, sn decide.Snapshot, v decide.Verdict, now time.Time) *fireRecord {
-	f, _ := w.stash.take()
+	f := w.stash.take()
 	f.s = s
-	f.facts = decisionFacts{now: now, rule: v.Rule, elapsed: v.Elapsed, budget: v.Budget,
-		summary: s.summaryInto(f.evidence[:0], sn, now), childWait: s.childWait(sn, now), bounded: sn.BoundedWork,
-		waiting: sn.Waiting, observedSince: sn.ObservedSince, graceUntil: sn.GraceUntil}
-	f.ve = VerdictError{
-		SessionID: s.id, Window: int(s.window), Rule: ruleNames[v.Rule], Reason: v.Rule.Reason(),
-		Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: now.UTC(),
-		Recoverable: v.Rule.Recoverable(), DecisionID: w.newEventID(), Evidence: f.facts.summary,
-	}
+	f.facts = s.decisionFacts(sn, v, now, f.evidence[:0])
+	f.ve = s.verdict(v, now, w.newEventID(), f.facts.summary)
 	w.endWindowLocked(s, nil)
 	s.item.Value = f // the session's verdict from now on (see endCauseLocked)
 	f.cancelID = w.newEventID()
@@ -472,10 +463,22 @@ type decisionFacts struct {
 	observedSince, graceUntil time.Time
 }
 
-func (s *Session) decisionFacts(sn decide.Snapshot, v decide.Verdict, now time.Time) decisionFacts {
+// decisionFacts reads the facts of verdict v, decided at now from sn; the
+// evidence summary goes in buf's storage if it has room (see summaryInto).
+func (s *Session) decisionFacts(sn decide.Snapshot, v decide.Verdict, now time.Time, buf []EvidenceEntry) decisionFacts {
 	return decisionFacts{now: now, rule: v.Rule, elapsed: v.Elapsed, budget: v.Budget,
-		summary: s.summary(sn, now), childWait: s.childWait(sn, now), bounded: sn.BoundedWork,
+		summary: s.summaryInto(buf, sn, now), childWait: s.childWait(sn, now), bounded: sn.BoundedWork,
 		waiting: sn.Waiting, observedSince: sn.ObservedSince, graceUntil: sn.GraceUntil}
+}
+
+// verdict is the error of a built-in rule's acting verdict v, decided at
+// now, whose decision event is decisionID with evidence summary evidence.
+func (s *Session) verdict(v decide.Verdict, now time.Time, decisionID string, evidence []EvidenceEntry) VerdictError {
+	return VerdictError{
+		SessionID: s.id, Window: int(s.window), Rule: ruleNames[v.Rule], Reason: v.Rule.Reason(),
+		Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: now.UTC(),
+		Recoverable: v.Rule.Recoverable(), DecisionID: decisionID, Evidence: evidence,
+	}
 }
 
 // decisionEvent builds the event, with id, of a rule's decision to stop the
