@@ -46,8 +46,9 @@ type recorder struct {
 	failed []string
 	one    [1]Event // Append's argument; owned by the goroutine that attempts
 
-	onEvent    func(Event) // Observer.OnEvent, called after each successful append
-	afterDrain func()      // called after each drain, on the recorder goroutine (the fire stash's refill)
+	onEvent    func(Event)       // Observer.OnEvent, called after each successful append
+	afterDrain func()            // called after each round of a drain, on the recorder goroutine (the fire stash's refill)
+	recycle    func(*fireRecord) // takes back a fire record once its events left the queue; recorder goroutine
 }
 
 // lane is the backoff state of one session whose append failed.
@@ -208,9 +209,17 @@ func (r *recorder) drain() {
 			r.queue.advance(n)
 			r.mu.Unlock()
 			for _, e := range r.batch {
+				if e.fire != nil && e.Kind == KindCancel && r.recycle != nil {
+					// A fire's cancel event is queued after its
+					// decision event: both have left the queue.
+					r.recycle(e.fire)
+				}
 				*e = queued{}
 			}
 			clear(r.batch)
+			if r.afterDrain != nil {
+				r.afterDrain() // a long backlog must not leave the stash empty
+			}
 			continue
 		}
 		clear(r.batch)

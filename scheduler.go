@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -205,8 +204,7 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time) (*firing, *actItem) {
 				// The common fire: the window ends now and its decision and
 				// cancel events are queued as one record, built into events
 				// by the recorder goroutine (see fireRecord).
-				f := w.fireDefaultLocked(s, sn, v, now)
-				return &firing{s, &f.ve}, nil
+				return &firing{s, w.fireDefaultLocked(s, sn, v, now)}, nil
 			}
 			facts := s.decisionFacts(sn, v, now, nil)
 			dec := s.decisionEvent(w.newEventID(), &facts, ModeAct)
@@ -287,104 +285,6 @@ func (s *Session) cancelEvent(id string, ve *VerdictError, summary []EvidenceEnt
 	e.EvidenceSummary = summary
 	e.ChildrenWaitSeconds = childWait.Seconds()
 	return e
-}
-
-// fireRecord is a fire with the default action: its verdict, and what its
-// decision and cancel events record. The scheduler queues the two events as
-// references to it and the recorder goroutine builds them when it records
-// them (fireRecord.event), so that a fire costs the scheduler no event
-// building. The scheduler takes records that the recorder goroutine
-// allocated ahead (fireStash), so that a fire does not allocate on the
-// scheduler goroutine either: an allocation there could make it assist the
-// garbage collector, and when fires pile up, that work delayed the next pass
-// (see BENCHMARKS.md, fire lateness). Once its session has fired, the record
-// is also where the session keeps its verdict (s.item.Value). It is never
-// modified once queued.
-type fireRecord struct {
-	ve       VerdictError // the context's cause
-	s        *Session
-	facts    decisionFacts
-	cancelID string
-	evidence [4]EvidenceEntry // the summary's storage for up to 4 channels
-}
-
-// fireLocked is never called: a fired session is not scheduled again. It
-// makes a fireRecord storable in the session's heap item (see
-// endCauseLocked).
-func (f *fireRecord) fireLocked(*Watchdog, time.Time, *dueWork) {}
-
-// fireStash hands the scheduler fireRecords allocated by the recorder
-// goroutine: once a Watchdog has fired, the recorder fills a batch whenever
-// the stash has none ready, and the scheduler takes the whole batch and
-// uses it up under w.mu. No lock: two atomics. A Watchdog that never fires
-// holds no batch; one that has fired holds up to two batches of fresh
-// records (about 300 KB), enough for the fires of a few milliseconds of a
-// storm while the recorder is descheduled.
-type fireStash struct {
-	ready atomic.Pointer[fireBatch] // a full batch, or nil
-	fired atomic.Bool               // the scheduler has taken a record: keep a batch ready
-	cur   *fireBatch                // the batch in use; guarded by w.mu
-}
-
-type fireBatch struct {
-	recs [fireBatchLen]*fireRecord
-	next int
-}
-
-const fireBatchLen = 256
-
-// refill makes a batch ready if none is and the Watchdog has fired.
-// Called by the recorder goroutine.
-func (st *fireStash) refill() {
-	if !st.fired.Load() || st.ready.Load() != nil {
-		return
-	}
-	b := new(fireBatch)
-	for i := range b.recs {
-		b.recs[i] = new(fireRecord)
-	}
-	st.ready.Store(b) // only this goroutine stores a non-nil batch
-}
-
-// take returns a fresh record: from the stash, or allocated if the stash
-// is empty. Called with w.mu held.
-func (st *fireStash) take() *fireRecord {
-	if st.cur == nil || st.cur.next == fireBatchLen {
-		if !st.fired.Load() {
-			st.fired.Store(true)
-		}
-		st.cur = st.ready.Swap(nil)
-		if st.cur == nil {
-			return new(fireRecord)
-		}
-	}
-	f := st.cur.recs[st.cur.next]
-	st.cur.recs[st.cur.next] = nil
-	st.cur.next++
-	return f
-}
-
-// fireDefaultLocked ends s's window on verdict v (decided at now from sn)
-// with the default action and queues its decision and cancel events.
-// Called with w.mu held, during a scheduler pass or not.
-func (w *Watchdog) fireDefaultLocked(s *Session, sn decide.Snapshot, v decide.Verdict, now time.Time) *fireRecord {
-	f := w.stash.take()
-	f.s = s
-	f.facts = s.decisionFacts(sn, v, now, f.evidence[:0])
-	f.ve = s.verdict(v, now, w.newEventID(), f.facts.summary)
-	w.endWindowLocked(s, nil)
-	s.item.Value = f // the session's verdict from now on (see endCauseLocked)
-	f.cancelID = w.newEventID()
-	w.enqueueFireLocked(f)
-	return f
-}
-
-// event builds the fire's decision or cancel event (kind).
-func (f *fireRecord) event(kind string) Event {
-	if kind == KindDecision {
-		return f.s.decisionEvent(f.ve.DecisionID, &f.facts, ModeAct)
-	}
-	return f.s.cancelEvent(f.cancelID, &f.ve, f.facts.summary, f.facts.childWait, f.facts.now)
 }
 
 // cancelAttemptLocked ends the running RunPhase attempt with verdict ve and

@@ -160,6 +160,7 @@ func New(opts ...Option) *Watchdog {
 	}
 	w.act = newActor(w)
 	w.rec.afterDrain = w.stash.refill
+	w.rec.recycle = w.stash.recycle
 	w.coarse.now.Store(toNanos(w.clock.Now()))
 	w.wg.Add(2)
 	go func() { defer w.wg.Done(); w.rec.run() }()
@@ -181,7 +182,7 @@ const (
 	// The window ended; the state says why (see endCauseLocked).
 	stateStopped // Stop or Run: ErrSessionStopped
 	stateClosed  // Close: ErrClosed
-	stateFired   // the watchdog acted: rare.fired, or the fireRecord in item.Value
+	stateFired   // the watchdog acted: rare.fired, or the firedVerdict in item.Value
 )
 
 // Session is one watched session window. Its methods are safe for concurrent
@@ -273,7 +274,7 @@ func (s *Session) endCauseLocked() error {
 	case stateClosed:
 		return ErrClosed
 	case stateFired:
-		if f, ok := s.item.Value.(*fireRecord); ok { // fired with the default action
+		if f, ok := s.item.Value.(*firedVerdict); ok { // fired with the default action
 			return &f.ve
 		}
 		return s.rare.fired

@@ -1,0 +1,50 @@
+package watchdog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// A fire's record (what its decision and cancel events are built from) is
+// reused once both events are recorded, while the session keeps only its
+// verdict. Over several storms of fires, every recorded event and every
+// kept verdict must still be the session's own: a record reused too early
+// would show up as an event or a cause naming another session.
+func TestReusedFireRecordsNeverMixUpSessionsEventsOrVerdicts(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	ctx := context.Background()
+	const rounds, perRound = 4, 700 // more than two batches of records per round
+	var sessions []*watchdog.Session
+	for r := range rounds {
+		for i := range perRound {
+			budget := time.Duration(i/37+1) * time.Millisecond // 37 fires per pass: a drain batch (64 events) ends between a decision and its cancel
+			s, err := w.Start(ctx, fmt.Sprintf("s%d-%d", r, i), mock.Now(), watchdog.Policy{WallClock: budget})
+			require.NoError(t, err)
+			sessions = append(sessions, s)
+		}
+		advance(t, mock, time.Duration(perRound/37+2)*time.Millisecond, w) // records every event due
+	}
+	for _, s := range sessions {
+		var ve *watchdog.VerdictError
+		require.True(t, errors.As(context.Cause(s.Context()), &ve), s.ID())
+		require.Equal(t, s.ID(), ve.SessionID)
+		evs := load(t, store, s.ID())
+		require.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs), s.ID())
+		dec, cancel := evs[1], evs[2]
+		require.Equal(t, ve.DecisionID, dec.ID, s.ID())
+		require.Equal(t, dec.ID, cancel.DecidedByDecisionID, s.ID())
+		require.Equal(t, ve.FiredAt, cancel.FiredAt, s.ID())
+		require.Equal(t, ve.Budget.Seconds(), cancel.LimitSeconds, s.ID())
+		require.Equal(t, ve.Budget.Seconds(), dec.LimitSeconds, s.ID())
+		require.Len(t, ve.Evidence, len(dec.EvidenceSummary), s.ID())
+	}
+}
