@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -49,6 +50,16 @@ type recorder struct {
 	onEvent    func(Event)       // Observer.OnEvent, called after each successful append
 	afterDrain func()            // called after each round of a drain, on the recorder goroutine (the fire stash's refill)
 	recycle    func(*fireRecord) // takes back a fire record once its events left the queue; recorder goroutine
+	// overdue reports, once per late timer, that the scheduler goroutine
+	// has not run a pass that is due: drain then yields its P between two
+	// batches. A recorder working through a storm's backlog (a few µs per
+	// event with the memory store) keeps its P busy, and the Go runtime
+	// runs the due timers of a P only when it schedules, or after a 10 ms
+	// preemption: the next pass waited for it (see BENCHMARKS.md, fire
+	// lateness). Once per late timer, not every batch: on a saturated
+	// machine a yield costs the recorder its turn, and yielding every
+	// batch slowed recording a hundredfold. Nil: never yield.
+	overdue func() bool
 }
 
 // lane is the backoff state of one session whose append failed.
@@ -219,6 +230,9 @@ func (r *recorder) drain() {
 			clear(r.batch)
 			if r.afterDrain != nil {
 				r.afterDrain() // a long backlog must not leave the stash empty
+			}
+			if r.overdue != nil && r.overdue() {
+				runtime.Gosched()
 			}
 			continue
 		}

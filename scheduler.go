@@ -20,11 +20,17 @@ func (w *Watchdog) schedule() {
 	if w.rt != nil {
 		rtC = w.rt.C
 	}
+	var bsC <-chan struct{} // its backstop's (see backstop)
+	if w.bs != nil {
+		bsC = w.bs.C
+	}
 	for {
 		select {
 		case <-w.done:
 			return
 		case <-rtC:
+			w.runDue()
+		case <-bsC:
 			w.runDue()
 		case <-w.wakeCh:
 			w.runDue()
@@ -453,11 +459,15 @@ func (w *Watchdog) stopTimerLocked() {
 	if w.rt != nil {
 		w.rt.Stop()
 	}
+	if w.bs != nil {
+		w.bs.stop()
+	}
 	if w.timer != nil {
 		w.timer.Stop()
 		w.timer = nil
 	}
 	w.armed = false
+	w.armedDue.Store(0)
 }
 
 // setTimerLocked arms the clock timer for due. The real clock's timer is
@@ -469,6 +479,7 @@ func (w *Watchdog) setTimerLocked(due int64) {
 		w.timer = nil
 	}
 	w.armed, w.armedAt = true, due
+	w.armedDue.Store(due)
 	now := toNanos(w.clock.Now())
 	d := time.Duration(0)
 	if due > now {
@@ -480,9 +491,25 @@ func (w *Watchdog) setTimerLocked(due int64) {
 	}
 	if w.rt != nil {
 		w.rt.Reset(d)
+		if w.bs != nil {
+			w.bs.arm(d)
+		}
 		return
 	}
 	w.timer = w.clock.AfterFunc(d, w.wake)
+}
+
+// schedulerOverdue reports whether the scheduler's timer is more than
+// backstopDelay overdue: its goroutine has not run the pass due then. It
+// reports so once per arming. The recorder goroutine calls it between
+// batches and then yields its P (see recorder.overdue).
+func (w *Watchdog) schedulerOverdue() bool {
+	due := w.armedDue.Load()
+	if due == 0 || due == w.yieldedFor || toNanos(w.clock.Now())-due < int64(backstopDelay) {
+		return false
+	}
+	w.yieldedFor = due
+	return true
 }
 
 // actItem is an acting decision waiting for the configured action, or a

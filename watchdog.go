@@ -97,8 +97,12 @@ type Watchdog struct {
 	timerMu sync.Mutex   // guards timer, rt's arming, armed, armedAt; taken before mu, never inside it
 	timer   *clock.Timer // the pending AfterFunc of a Clock other than the real one
 	rt      *time.Timer  // the real clock's one timer (nil for other clocks); its channel wakes the scheduler
+	bs      *backstop    // rt's backstop (nil for other clocks and off Linux)
 	armed   bool
 	armedAt int64
+
+	armedDue   atomic.Int64 // armedAt while armed, 0 otherwise: read by the recorder goroutine
+	yieldedFor int64        // the armedDue the recorder last yielded for; owned by the recorder goroutine
 
 	wakeCh  chan struct{}
 	checkCh chan chan struct{}
@@ -128,12 +132,14 @@ func New(opts ...Option) *Watchdog {
 		c.clock = clock.New()
 	}
 	var rt *time.Timer
+	var bs *backstop
 	if reflect.TypeOf(c.clock) == realClockType {
 		// The real clock: one timer reset in place, whose channel wakes the
 		// scheduler goroutine itself, instead of an AfterFunc (a timer, a
 		// wrapper and a goroutine) per arming.
 		rt = time.NewTimer(time.Hour)
 		rt.Stop()
+		bs = newBackstop()
 	}
 	if c.log == nil {
 		c.log = zap.NewNop()
@@ -154,6 +160,7 @@ func New(opts ...Option) *Watchdog {
 		layers:     make(map[*layer]struct{}),
 		obs:        c.obs,
 		rt:         rt,
+		bs:         bs,
 		wakeCh:     make(chan struct{}, 1),
 		checkCh:    make(chan chan struct{}),
 		done:       make(chan struct{}),
@@ -161,6 +168,9 @@ func New(opts ...Option) *Watchdog {
 	w.act = newActor(w)
 	w.rec.afterDrain = w.stash.refill
 	w.rec.recycle = w.stash.recycle
+	if rt != nil {
+		w.rec.overdue = w.schedulerOverdue
+	}
 	w.coarse.now.Store(toNanos(w.clock.Now()))
 	w.wg.Add(2)
 	go func() { defer w.wg.Done(); w.rec.run() }()
@@ -803,6 +813,9 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		actErr := w.act.close(ctx)
 		w.timerMu.Lock()
 		w.stopTimerLocked()
+		if w.bs != nil {
+			w.bs.close()
+		}
 		w.timerMu.Unlock()
 		for _, s := range live {
 			s.cancel(ErrClosed)

@@ -328,13 +328,15 @@ var (
 // watchdogLateness watches count sessions due within the spread with the
 // default MemoryStore and returns fired_at minus the due instant (the last
 // instant of the window) for each.
-func watchdogLateness(count int, store string, busy func()) (lat, int) {
+//
+// It also returns how long after the last due instant every event was
+// recorded (Close returned).
+func watchdogLateness(count int, store string, busy func()) (lat, int, time.Duration) {
 	var opts []watchdog.Option
 	if store == "discard" {
 		opts = append(opts, watchdog.WithStore(discardStore{}))
 	}
 	w := watchdog.New(opts...)
-	defer w.Close(context.Background())
 	ctx := context.Background()
 	budget := time.Hour
 	ds := dues(count)
@@ -378,7 +380,10 @@ func watchdogLateness(count int, store string, busy func()) (lat, int) {
 			early++
 		}
 	}
-	return percentiles(out), early
+	if err := w.Close(context.Background()); err != nil {
+		fatal(err)
+	}
+	return percentiles(out), early, time.Since(ds[last])
 }
 
 // afterFuncLateness arms one time.AfterFunc per session and returns when each
@@ -479,8 +484,8 @@ func heapLateness(count int, busy func()) (lat, int) {
 
 func lateness() {
 	fmt.Printf("\n## fire lateness: %d sessions due within %v (real clock)\n\n", *lateN, *spread)
-	fmt.Println("| approach/store | CPU-bound goroutines | p50 | p99 | max | early |")
-	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Println("| approach/store | CPU-bound goroutines | p50 | p99 | max | early | all recorded |")
+	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, f := range strings.Split(*busy, ",") {
 		k, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil {
@@ -503,15 +508,18 @@ func lateness() {
 			}
 			var l lat
 			var early int
+			recorded := "-"
 			if st, ok := strings.CutPrefix(impl, "watchdog/"); ok {
-				l, early = watchdogLateness(*lateN, st, busy)
+				var d time.Duration
+				l, early, d = watchdogLateness(*lateN, st, busy)
+				recorded = rnd(d).String()
 			} else if impl == "heap" {
 				l, early = heapLateness(*lateN, busy)
 			} else {
 				l, early = afterFuncLateness(*lateN, busy)
 			}
 			close(stop)
-			fmt.Printf("| %s | %d | %v | %v | %v | %d |\n", impl, k, rnd(l.p50), rnd(l.p99), rnd(l.max), early)
+			fmt.Printf("| %s | %d | %v | %v | %v | %d | %s |\n", impl, k, rnd(l.p50), rnd(l.p99), rnd(l.max), early, recorded)
 		}
 	}
 }

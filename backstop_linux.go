@@ -1,0 +1,110 @@
+//go:build linux
+
+package watchdog
+
+import (
+	"errors"
+	"math"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// backstop is a second wake-up for the real clock's scheduler timer, on
+// Linux: a timerfd read through the network poller, armed backstopDelay
+// after the timer.
+//
+// The Go runtime runs due timers when a P schedules, but an idle-priority
+// garbage collection worker does not stop for them: it stops for runnable
+// goroutines and for the network poller only (runtime.pollWork). While a
+// collection runs on an otherwise idle machine, a due timer could wait for
+// the worker's preemption, up to 10 ms. A storm of fires keeps garbage
+// collections coming, and that wait was most of the tail of the fire
+// lateness (see BENCHMARKS.md). A goroutine blocked on a timerfd is seen
+// by the poller as soon as it expires, and the worker yields to it.
+//
+// In the common case the timer wakes the scheduler first, whose pass
+// re-arms both before the backstop expires: the backstop then costs one
+// timerfd_settime per arming and no wake-up.
+type backstop struct {
+	f    *os.File
+	conn syscall.RawConn // guards the fd against its close
+	C    chan struct{}   // receives when the timerfd expired
+	done chan struct{}   // closed when the reader goroutine returns
+}
+
+// backstopDelay is how long after the timer's due instant the backstop
+// fires.
+const backstopDelay = 200 * time.Microsecond
+
+// newBackstop returns a backstop and starts its reader goroutine, which
+// ends when close is called. It returns nil if the timerfd cannot be made,
+// or if the Go runtime's clock is not the system's: inside a
+// testing/synctest bubble, whose time is virtual, a timerfd would measure
+// the wrong time, and a goroutine blocked on it would keep the bubble from
+// ever going idle (its fake time would never advance).
+func newBackstop() *backstop {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_REALTIME, &ts); err != nil {
+		return nil
+	}
+	if d := time.Now().UnixNano() - ts.Nano(); d > int64(time.Minute) || d < -int64(time.Minute) {
+		return nil // a synctest bubble: its time starts in 2000
+	}
+	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), "watchdog-backstop") // non-blocking: read through the poller
+	conn, err := f.SyscallConn()
+	if err != nil {
+		_ = f.Close()
+		return nil
+	}
+	b := &backstop{f: f, conn: conn, C: make(chan struct{}, 1), done: make(chan struct{})}
+	go b.read()
+	return b
+}
+
+func (b *backstop) read() {
+	defer close(b.done)
+	var buf [8]byte // the expiration count
+	for {
+		if _, err := b.f.Read(buf[:]); err != nil {
+			if errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN) {
+				continue
+			}
+			return // closed; the timer alone wakes the scheduler
+		}
+		select {
+		case b.C <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// arm sets the backstop to expire backstopDelay after d from now.
+func (b *backstop) arm(d time.Duration) {
+	if d < math.MaxInt64-backstopDelay {
+		d = max(d, 0) + backstopDelay
+	}
+	b.set(d)
+}
+
+// stop disarms the backstop.
+func (b *backstop) stop() { b.set(0) }
+
+func (b *backstop) set(d time.Duration) {
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))} // zero disarms
+	_ = b.conn.Control(func(fd uintptr) {
+		_ = unix.TimerfdSettime(int(fd), 0, &spec, nil)
+	})
+}
+
+// close stops the reader goroutine and waits for it.
+func (b *backstop) close() {
+	_ = b.f.Close()
+	<-b.done
+}
