@@ -17,8 +17,9 @@ import (
 // garbage collector, and when fires pile up, that work delayed the next pass
 // (see BENCHMARKS.md, fire lateness).
 //
-// A record is not modified once queued, and is reused once both of its
-// events have left the queue: what the session keeps is its firedVerdict,
+// A record is not modified once queued (but for next, while its pass
+// chains fires, and stage, by the recorder), and is reused once both of
+// its events have left the queue: what the session keeps is its firedVerdict,
 // a separate and smaller object, so that a storm of fires leaves behind
 // only what it must (each fire's kept bytes are garbage the collector has
 // to catch up with, and a collection during a storm delays the timer).
@@ -27,7 +28,18 @@ type fireRecord struct {
 	s        *Session
 	facts    decisionFacts // facts.summary is v.evidence's
 	cancelID string
+	next     *fireRecord // the next fire of its chain (see recorder.pushFireHeld)
+	stage    fireStage   // in a chain: which of its events are recorded; written under the recorder's mu
 }
+
+// fireStage is how far a chained fire's events are recorded.
+type fireStage uint8
+
+const (
+	fireUnrecorded       fireStage = iota
+	fireDecisionRecorded           // the decision event; the cancel event is queued
+	fireRecorded                   // both
+)
 
 // firedVerdict is what a session fired with the default action keeps, in
 // its heap item (see endCauseLocked): the verdict, which is the context's

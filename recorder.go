@@ -29,11 +29,13 @@ type recorder struct {
 	retryMin time.Duration
 	retryMax time.Duration
 
-	mu      sync.Mutex
-	queue   eventQueue       // not yet recorded, in enqueue order
-	heldEnd int              // queue.end at hold
-	blocked map[string]*lane // sessions backing off after a failed append
-	refused []error          // permanent refusals other than a lost race
+	mu        sync.Mutex
+	queue     eventQueue       // not yet recorded, in enqueue order
+	heldEnd   int              // queue.end at hold
+	chainPos  int              // the position of the pass's fire chain (see pushFireHeld); -1: none
+	chainTail *fireRecord      // its last record
+	blocked   map[string]*lane // sessions backing off after a failed append
+	refused   []error          // permanent refusals other than a lost race
 
 	worker
 	ctx    context.Context // passed to Append; cancelled when Close gives up
@@ -45,7 +47,8 @@ type recorder struct {
 	batch  []*queued
 	at     []int
 	failed []string
-	one    [1]Event // Append's argument; owned by the goroutine that attempts
+	staged []stagedFire // fires of a partly recorded chain, and how far
+	one    [1]Event     // Append's argument; owned by the goroutine that attempts
 
 	onEvent    func(Event)       // Observer.OnEvent, called after each successful append
 	afterDrain func()            // called after each round of a drain, on the recorder goroutine (the fire stash's refill)
@@ -100,13 +103,19 @@ func (r *recorder) enqueueQueued(q queued) {
 
 // queued is an event waiting in the recorder's queue: built, or (fire not
 // nil) to be built from a fire's record when it is recorded, in which case
-// only its AggregateID and Kind are set.
+// only its AggregateID and Kind are set. A slot of kind kindFireChain
+// stands for the decision and cancel events of every fire in the chain
+// that starts at fire (see pushFireHeld); its AggregateID is empty.
 type queued struct {
 	Event
 	fire *fireRecord
 }
 
-// event returns the event, built if it was queued as a reference.
+// kindFireChain is the Kind of a fire chain's slot; never an event's.
+const kindFireChain = "\x00fire-chain"
+
+// event returns the event, built if it was queued as a reference. Not for
+// a fire chain.
 func (q *queued) event() Event {
 	if q.fire == nil {
 		return q.Event
@@ -114,29 +123,64 @@ func (q *queued) event() Event {
 	return q.fire.event(q.Kind)
 }
 
+// appendEvents appends the events q stands for that are not recorded yet:
+// all of them, or only session id's if id is not empty. Called with mu
+// held, or once the recorder goroutine has stopped.
+func (q *queued) appendEvents(out []Event, id string) []Event {
+	if q.Kind != kindFireChain {
+		if id == "" || q.AggregateID == id {
+			out = append(out, q.event())
+		}
+		return out
+	}
+	for f := q.fire; f != nil; f = f.next {
+		if id != "" && f.s.id != id {
+			continue
+		}
+		if f.stage == fireUnrecorded {
+			out = append(out, f.event(KindDecision))
+		}
+		if f.stage != fireRecorded {
+			out = append(out, f.event(KindCancel))
+		}
+	}
+	return out
+}
+
 // hold takes the queue's lock for a scheduler pass; until release, pushHeld
 // adds events without locking. Lock order: the Watchdog's mu, then r.mu.
 func (r *recorder) hold() {
 	r.mu.Lock()
 	r.heldEnd = r.queue.end
+	r.chainPos, r.chainTail = -1, nil
 }
 
 // pushHeld adds q to the queue; only between hold and release.
 func (r *recorder) pushHeld(q queued) { r.queue.push(q) }
 
 // pushFireHeld adds the events of fire f, of kinds decision and cancel, to
-// the queue; only between hold and release.
+// the queue; only between hold and release. The fires a pass pushes one
+// after the other share one slot, a chain of their records (fireRecord.next)
+// that the recorder expands in order: a storm of fires, which a descheduled
+// recorder lets pile up, then costs the queue nothing per fire instead of
+// two 560-byte slots, garbage that kept the collector running during the
+// storm (see BENCHMARKS.md, fire lateness).
 func (r *recorder) pushFireHeld(f *fireRecord) {
-	for _, kind := range [2]string{KindDecision, KindCancel} {
-		q := r.queue.slot()
-		q.AggregateID, q.Kind, q.fire = f.s.id, kind, f
+	if r.chainPos >= 0 && r.chainPos == r.queue.end-1 {
+		r.chainTail.next = f
+		r.chainTail = f
+		return
 	}
+	q := r.queue.slot()
+	q.Kind, q.fire = kindFireChain, f
+	r.chainPos, r.chainTail = r.queue.end-1, f
 }
 
 // release ends hold. It reports whether events were pushed since hold: the
 // caller then pokes the recorder goroutine (after its own urgent work).
 func (r *recorder) release() bool {
 	pushed := r.queue.end != r.heldEnd
+	r.chainPos, r.chainTail = -1, nil
 	r.mu.Unlock()
 	return pushed
 }
@@ -147,9 +191,7 @@ func (r *recorder) pending(id string) []Event {
 	defer r.mu.Unlock()
 	var out []Event
 	for i := r.queue.head; i < r.queue.end; i++ {
-		if q := r.queue.at(i); q.AggregateID == id {
-			out = append(out, q.event())
-		}
+		out = r.queue.at(i).appendEvents(out, id)
 	}
 	return out
 }
@@ -194,6 +236,13 @@ func (r *recorder) drain() {
 		r.failed = r.failed[:0]
 		n := 0 // r.at[:n] are the recorded positions, ascending
 		for k, e := range r.batch {
+			if e.Kind == kindFireChain {
+				if r.recordChain(e, now) {
+					r.at[n] = r.at[k]
+					n++
+				}
+				continue
+			}
 			if slices.Contains(r.failed, e.AggregateID) {
 				continue // an earlier event of its session failed: keep the order
 			}
@@ -214,17 +263,13 @@ func (r *recorder) drain() {
 			r.mu.Lock()
 			if len(r.blocked) > 0 {
 				for _, e := range r.batch {
-					r.clearLaneLocked(e.AggregateID, now)
+					r.clearLanesLocked(e, now)
 				}
 			}
 			r.queue.advance(n)
 			r.mu.Unlock()
 			for _, e := range r.batch {
-				if e.fire != nil && e.Kind == KindCancel && r.recycle != nil {
-					// A fire's cancel event is queued after its
-					// decision event: both have left the queue.
-					r.recycle(e.fire)
-				}
+				r.recycleSlot(e)
 				*e = queued{}
 			}
 			clear(r.batch)
@@ -238,15 +283,23 @@ func (r *recorder) drain() {
 		}
 		clear(r.batch)
 		r.mu.Lock()
+		for _, st := range r.staged {
+			st.f.stage = st.stage
+			if len(r.blocked) > 0 {
+				r.clearLaneLocked(st.f.s.id, now)
+			}
+		}
 		for _, pos := range r.at[:n] {
 			if len(r.blocked) > 0 {
-				r.clearLaneLocked(r.queue.at(pos).AggregateID, now)
+				r.clearLanesLocked(r.queue.at(pos), now)
 			}
 			// Removing a position moves only the events before it, so
 			// the later positions of the batch still hold.
 			r.removeLocked(pos)
 		}
 		r.mu.Unlock()
+		clear(r.staged)
+		r.staged = r.staged[:0]
 	}
 	r.armRetry()
 	if r.afterDrain != nil {
@@ -255,10 +308,91 @@ func (r *recorder) drain() {
 }
 
 // ready reports whether session id's events may be attempted at now: it
-// has no lane, or its backoff has run out. Called with mu held.
+// has no lane, or its backoff has run out. Called with mu held, or by the
+// recorder goroutine, the only writer of blocked.
 func (r *recorder) ready(id string, now time.Time) bool {
 	l := r.blocked[id]
 	return l == nil || !now.Before(l.retryAt)
+}
+
+// recordChain attempts the events of fire chain q in order, skipping the
+// sessions that back off or failed earlier in this round. It reports whether
+// every event of the chain is now recorded; if not, the progress of the
+// fires that moved goes to r.staged, for the caller to apply under the lock
+// (pending reads it). Only the recorder goroutine writes blocked and the
+// fires' stages, so it reads them here without the lock.
+func (r *recorder) recordChain(q *queued, now time.Time) bool {
+	all, mark := true, len(r.staged)
+	for f := q.fire; f != nil; f = f.next {
+		stage := f.stage
+		if stage == fireRecorded {
+			continue // in an earlier round
+		}
+		id := f.s.id
+		if slices.Contains(r.failed, id) || len(r.blocked) > 0 && !r.ready(id, now) {
+			all = false
+			continue
+		}
+		if stage == fireUnrecorded {
+			if !r.attempt(f.event(KindDecision), false) {
+				r.failed = append(r.failed, id)
+				all = false
+				continue
+			}
+			stage = fireDecisionRecorded
+		}
+		if r.attempt(f.event(KindCancel), false) {
+			stage = fireRecorded
+		} else {
+			r.failed = append(r.failed, id)
+			all = false
+		}
+		r.staged = append(r.staged, stagedFire{f, stage})
+	}
+	if all {
+		clear(r.staged[mark:]) // the slot leaves the queue whole
+		r.staged = r.staged[:mark]
+	}
+	return all
+}
+
+// stagedFire is the progress of a fire of a partly recorded chain.
+type stagedFire struct {
+	f     *fireRecord
+	stage fireStage
+}
+
+// clearLanesLocked clears the lanes of q's sessions (see clearLaneLocked)
+// once q is recorded. Called with mu held.
+func (r *recorder) clearLanesLocked(q *queued, now time.Time) {
+	if q.Kind != kindFireChain {
+		r.clearLaneLocked(q.AggregateID, now)
+		return
+	}
+	for f := q.fire; f != nil; f = f.next {
+		r.clearLaneLocked(f.s.id, now)
+	}
+}
+
+// recycleSlot hands the fire records of slot q, which has left the queue,
+// back for reuse once none of their events is queued any more.
+func (r *recorder) recycleSlot(q *queued) {
+	if r.recycle == nil || q.fire == nil {
+		return
+	}
+	if q.Kind == kindFireChain {
+		for f := q.fire; f != nil; {
+			next := f.next
+			r.recycle(f)
+			f = next
+		}
+		return
+	}
+	if q.Kind == KindCancel {
+		// A fire queued as two slots (outside a pass): its cancel
+		// event is queued after its decision event, so both have left.
+		r.recycle(q.fire)
+	}
 }
 
 // clearLaneLocked ends session id's backoff after one of its events was
@@ -473,7 +607,7 @@ func (r *recorder) close(ctx context.Context) error {
 	r.mu.Lock()
 	var queue []Event
 	for i := r.queue.head; i < r.queue.end; i++ {
-		queue = append(queue, r.queue.at(i).event())
+		queue = r.queue.at(i).appendEvents(queue, "")
 	}
 	r.queue = eventQueue{}
 	clear(r.blocked)
