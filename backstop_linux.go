@@ -3,7 +3,6 @@
 package watchdog
 
 import (
-	"errors"
 	"math"
 	"os"
 	"syscall"
@@ -73,10 +72,11 @@ func (b *backstop) read() {
 	var buf [8]byte // the expiration count
 	for {
 		if _, err := b.f.Read(buf[:]); err != nil {
-			if errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN) {
-				continue
-			}
-			return // closed; the timer alone wakes the scheduler
+			// Closed, or not pollable after all (os.NewFile could not
+			// register it: EAGAIN would come back at once, forever).
+			// The poller absorbs EAGAIN and EINTR of a polled file.
+			// The timer alone wakes the scheduler from now on.
+			return
 		}
 		select {
 		case b.C <- struct{}{}:

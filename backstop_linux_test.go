@@ -9,11 +9,22 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
-// The backstop's wake-up comes through the network poller, without any
-// runtime timer: armed for now, it wakes its reader at once, plus its delay.
-func TestBackstopWakesItsReaderThroughThePoller(t *testing.T) {
+// armedFor reads the time left on b's timerfd: zero when disarmed.
+func armedFor(t *testing.T, b *backstop) time.Duration {
+	t.Helper()
+	var spec unix.ItimerSpec
+	var err error
+	require.NoError(t, b.conn.Control(func(fd uintptr) { err = unix.TimerfdGettime(int(fd), &spec) }))
+	require.NoError(t, err)
+	return time.Duration(spec.Value.Nano())
+}
+
+// Armed for now, the backstop wakes its reader goroutine (a read of the
+// timerfd through the network poller) once its delay has passed.
+func TestBackstopArmedForNowWakesItsReader(t *testing.T) {
 	b := newBackstop()
 	require.NotNil(t, b, "timerfd_create failed")
 	defer b.close()
@@ -25,25 +36,28 @@ func TestBackstopWakesItsReaderThroughThePoller(t *testing.T) {
 	}
 }
 
-// A stopped backstop does not wake; one re-armed later than before wakes at
-// the later instant only (re-arming replaces, as the scheduler relies on).
-func TestStoppedBackstopStaysQuiet(t *testing.T) {
+// Arming replaces the previous setting, backstopDelay after the timer's
+// instant, and stop disarms: the scheduler relies on both.
+func TestBackstopArmingReplacesAndStopDisarms(t *testing.T) {
 	b := newBackstop()
 	require.NotNil(t, b)
 	defer b.close()
-	b.arm(time.Hour)
+	require.Zero(t, armedFor(t, b), "a new backstop is disarmed")
+	b.arm(0)
+	b.arm(time.Hour) // replaces the instant one
+	left := armedFor(t, b)
+	require.Greater(t, left, time.Hour-time.Minute)
+	require.LessOrEqual(t, left, time.Hour+backstopDelay)
 	b.stop()
-	b.arm(time.Hour) // replaces: nothing due for an hour
-	select {
-	case <-b.C:
-		t.Fatal("a backstop armed an hour ahead woke")
-	default:
-	}
+	require.Zero(t, armedFor(t, b))
+	b.arm(time.Duration(1<<63 - 1)) // saturates instead of overflowing
+	require.Greater(t, armedFor(t, b), 100*365*24*time.Hour)
 }
 
-// Close ends the backstop's reader goroutine before it returns, and arming
-// a closed backstop is harmless (its descriptor is never reused by mistake).
-func TestCloseEndsTheBackstopGoroutine(t *testing.T) {
+// Close ends the backstop's reader goroutine before it returns. Arming a
+// closed backstop is harmless: it never reaches another file that reused
+// its descriptor number.
+func TestCloseEndsTheBackstopGoroutineAndItsDescriptor(t *testing.T) {
 	w := New()
 	require.NotNil(t, w.bs, "a real-clock Watchdog on Linux has a backstop")
 	select {
@@ -57,8 +71,11 @@ func TestCloseEndsTheBackstopGoroutine(t *testing.T) {
 	default:
 		t.Fatal("Close returned with the backstop's reader still running")
 	}
-	w.bs.arm(0)
-	w.bs.stop()
+	other := newBackstop() // likely the same descriptor number
+	require.NotNil(t, other)
+	defer other.close()
+	w.bs.arm(time.Hour)
+	require.Zero(t, armedFor(t, other), "a closed backstop armed another file")
 }
 
 // Inside a testing/synctest bubble the runtime's clock is virtual: a

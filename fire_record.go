@@ -137,10 +137,11 @@ func (w *Watchdog) fireDefaultLocked(s *Session, sn decide.Snapshot, v decide.Ve
 	f.facts = s.decisionFacts(sn, v, now, f.v.evidence[:0])
 	f.v.ve = s.verdict(v, now, w.newEventID(), f.facts.summary)
 	w.endWindowLocked(s, nil)
-	s.item.Value = f.v // the session's verdict from now on (see endCauseLocked)
+	kept := f.v
+	s.item.Value = kept // the session's verdict from now on (see endCauseLocked)
 	f.cancelID = w.newEventID()
-	w.enqueueFireLocked(f)
-	return &f.v.ve
+	w.enqueueFireLocked(f) // f may be recorded and reused from here on
+	return &kept.ve
 }
 
 // event builds the fire's decision or cancel event (kind).

@@ -15,9 +15,12 @@ import (
 
 // A fire's record (what its decision and cancel events are built from) is
 // reused once both events are recorded, while the session keeps only its
-// verdict. Over several storms of fires, every recorded event and every
-// kept verdict must still be the session's own: a record reused too early
-// would show up as an event or a cause naming another session.
+// verdict. Over several bursts of fires, each reusing the records of the
+// one before, every recorded event and every kept verdict must still be
+// the session's own: a record reused without being cleared (its chain
+// link, its progress) would show up as an event naming another session or
+// an event missing. (An early reuse, with events still queued, is
+// TestFireRecordsAreReusedOnlyOnceTheirWholeChainIsRecorded.)
 func TestReusedFireRecordsNeverMixUpSessionsEventsOrVerdicts(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
@@ -27,7 +30,7 @@ func TestReusedFireRecordsNeverMixUpSessionsEventsOrVerdicts(t *testing.T) {
 	var sessions []*watchdog.Session
 	for r := range rounds {
 		for i := range perRound {
-			budget := time.Duration(i/37+1) * time.Millisecond // 37 fires per pass: a drain batch (64 events) ends between a decision and its cancel
+			budget := time.Duration(i/37+1) * time.Millisecond // 37 fires per pass: one chain of records each
 			s, err := w.Start(ctx, fmt.Sprintf("s%d-%d", r, i), mock.Now(), watchdog.Policy{WallClock: budget})
 			require.NoError(t, err)
 			sessions = append(sessions, s)

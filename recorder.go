@@ -48,6 +48,7 @@ type recorder struct {
 	at     []int
 	failed []string
 	staged []stagedFire // fires of a partly recorded chain, and how far
+	moved  []string     // sessions of chained fires that recorded an event this round, while lanes exist
 	one    [1]Event     // Append's argument; owned by the goroutine that attempts
 
 	onEvent    func(Event)       // Observer.OnEvent, called after each successful append
@@ -263,8 +264,11 @@ func (r *recorder) drain() {
 			r.mu.Lock()
 			if len(r.blocked) > 0 {
 				for _, e := range r.batch {
-					r.clearLanesLocked(e, now)
+					if e.Kind != kindFireChain {
+						r.clearLaneLocked(e.AggregateID, now)
+					}
 				}
+				r.clearMovedLocked(now)
 			}
 			r.queue.advance(n)
 			r.mu.Unlock()
@@ -285,13 +289,13 @@ func (r *recorder) drain() {
 		r.mu.Lock()
 		for _, st := range r.staged {
 			st.f.stage = st.stage
-			if len(r.blocked) > 0 {
-				r.clearLaneLocked(st.f.s.id, now)
-			}
+		}
+		if len(r.blocked) > 0 {
+			r.clearMovedLocked(now)
 		}
 		for _, pos := range r.at[:n] {
-			if len(r.blocked) > 0 {
-				r.clearLanesLocked(r.queue.at(pos), now)
+			if q := r.queue.at(pos); len(r.blocked) > 0 && q.Kind != kindFireChain {
+				r.clearLaneLocked(q.AggregateID, now)
 			}
 			// Removing a position moves only the events before it, so
 			// the later positions of the batch still hold.
@@ -348,6 +352,9 @@ func (r *recorder) recordChain(q *queued, now time.Time) bool {
 			all = false
 		}
 		r.staged = append(r.staged, stagedFire{f, stage})
+		if len(r.blocked) > 0 {
+			r.moved = append(r.moved, id)
+		}
 	}
 	if all {
 		clear(r.staged[mark:]) // the slot leaves the queue whole
@@ -362,16 +369,16 @@ type stagedFire struct {
 	stage fireStage
 }
 
-// clearLanesLocked clears the lanes of q's sessions (see clearLaneLocked)
-// once q is recorded. Called with mu held.
-func (r *recorder) clearLanesLocked(q *queued, now time.Time) {
-	if q.Kind != kindFireChain {
-		r.clearLaneLocked(q.AggregateID, now)
-		return
+// clearMovedLocked clears the lanes (see clearLaneLocked) of the sessions
+// whose chained fires recorded an event this round: only those, not every
+// session of a chain that completes, some of whose fires were recorded in
+// an earlier round. Called with mu held.
+func (r *recorder) clearMovedLocked(now time.Time) {
+	for _, id := range r.moved {
+		r.clearLaneLocked(id, now)
 	}
-	for f := q.fire; f != nil; f = f.next {
-		r.clearLaneLocked(f.s.id, now)
-	}
+	clear(r.moved)
+	r.moved = r.moved[:0]
 }
 
 // recycleSlot hands the fire records of slot q, which has left the queue,

@@ -1,0 +1,78 @@
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/require"
+)
+
+// cancelFailStore fails the first Append of session id's cancel event.
+type cancelFailStore struct {
+	*MemoryStore
+	id     string
+	mu     sync.Mutex
+	failed bool
+}
+
+func (f *cancelFailStore) Append(ctx context.Context, evs ...Event) error {
+	f.mu.Lock()
+	fail := !f.failed && len(evs) == 1 && evs[0].AggregateID == f.id && evs[0].Kind == KindCancel
+	f.failed = f.failed || fail
+	f.mu.Unlock()
+	if fail {
+		return errors.New("store down")
+	}
+	return f.MemoryStore.Append(ctx, evs...)
+}
+
+// A fire's record is reused only once every event of its chain has left
+// the recorder's queue: while one fire of a pass waits for a retry, no
+// record of that pass is handed back, and Resume's view of the queue
+// (pending) still builds the waiting event from it.
+func TestFireRecordsAreReusedOnlyOnceTheirWholeChainIsRecorded(t *testing.T) {
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, 5, 23, 9, 0, 0, 0, time.UTC))
+	store := &cancelFailStore{MemoryStore: NewMemoryStore(), id: "b"}
+	w := New(WithClock(mock), WithStore(store))
+	defer func() { _ = w.Close(context.Background()) }()
+	var mu sync.Mutex
+	var reused []*fireRecord
+	w.rec.recycle = func(f *fireRecord) { // the recorder goroutine; read after Check
+		mu.Lock()
+		reused = append(reused, f)
+		mu.Unlock()
+		w.stash.recycle(f)
+	}
+	ctx := context.Background()
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := w.Start(ctx, id, mock.Now(), Policy{WallClock: time.Second})
+		require.NoError(t, err)
+	}
+	mock.Add(time.Second + time.Millisecond) // one pass fires all three: one chain
+	require.NoError(t, w.Check(ctx))
+
+	mu.Lock()
+	require.Empty(t, reused, "b's cancel is still queued: no record of the chain may be reused")
+	mu.Unlock()
+	pending := w.rec.pending("b")
+	require.Len(t, pending, 1)
+	require.Equal(t, KindCancel, pending[0].Kind)
+	require.Equal(t, "b", pending[0].AggregateID)
+	require.Empty(t, w.rec.pending("a"))
+
+	mock.Add(DefaultRetryMin)
+	require.NoError(t, w.Check(ctx))
+	mu.Lock()
+	require.Len(t, reused, 3, "the chain is recorded: its three records are reused")
+	mu.Unlock()
+	require.Empty(t, w.rec.pending("b"))
+	evs, err := store.Load(ctx, "b")
+	require.NoError(t, err)
+	require.Len(t, evs, 3)
+	require.Equal(t, evs[1].ID, evs[2].DecidedByDecisionID)
+}
