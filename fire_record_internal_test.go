@@ -11,17 +11,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// cancelFailStore fails the first Append of session id's cancel event.
+// cancelFailStore fails the first Append of session id's cancel event, or
+// every one if always is set.
 type cancelFailStore struct {
 	*MemoryStore
 	id     string
+	always bool
 	mu     sync.Mutex
 	failed bool
 }
 
 func (f *cancelFailStore) Append(ctx context.Context, evs ...Event) error {
 	f.mu.Lock()
-	fail := !f.failed && len(evs) == 1 && evs[0].AggregateID == f.id && evs[0].Kind == KindCancel
+	fail := (f.always || !f.failed) && len(evs) == 1 && evs[0].AggregateID == f.id && evs[0].Kind == KindCancel
 	f.failed = f.failed || fail
 	f.mu.Unlock()
 	if fail {
@@ -75,4 +77,30 @@ func TestFireRecordsAreReusedOnlyOnceTheirWholeChainIsRecorded(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, evs, 3)
 	require.Equal(t, evs[1].ID, evs[2].DecidedByDecisionID)
+}
+
+// Close expands a partly recorded chain of fires: it retries exactly the
+// events still queued (b's cancel, not its decision, nor a's or c's events)
+// and names the one it could not record.
+func TestCloseRetriesOnlyTheUnrecordedEventsOfAPartlyRecordedChain(t *testing.T) {
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, 5, 23, 9, 0, 0, 0, time.UTC))
+	store := &cancelFailStore{MemoryStore: NewMemoryStore(), id: "b", always: true}
+	w := New(WithClock(mock), WithStore(store))
+	ctx := context.Background()
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := w.Start(ctx, id, mock.Now(), Policy{WallClock: time.Second})
+		require.NoError(t, err)
+	}
+	mock.Add(time.Second + time.Millisecond) // one chain of three fires
+	require.NoError(t, w.Check(ctx))
+
+	err := w.Close(ctx)
+	require.ErrorIs(t, err, ErrNotRecorded)
+	require.Contains(t, err.Error(), "1 event(s): "+KindCancel+` session "b" window 1`)
+	for id, want := range map[string]int{"a": 3, "b": 2, "c": 3} {
+		evs, err := store.Load(ctx, id)
+		require.NoError(t, err)
+		require.Len(t, evs, want, id)
+	}
 }
