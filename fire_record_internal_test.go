@@ -104,3 +104,50 @@ func TestCloseRetriesOnlyTheUnrecordedEventsOfAPartlyRecordedChain(t *testing.T)
 		require.Len(t, evs, want, id)
 	}
 }
+
+// Fires decided in one pass are queued together (a chain of records). When
+// the store fails one session's cancel event, only that session backs off:
+// the others' events are recorded at once, the failed session keeps its
+// order (its decision once, then its cancel on retry), and a Resume in
+// between already sees the queued cancel and opens the next window.
+func TestAFailedAppendInABurstOfFiresBacksOffOnlyItsSession(t *testing.T) {
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, 5, 23, 9, 0, 0, 0, time.UTC))
+	store := &cancelFailStore{MemoryStore: NewMemoryStore(), id: "s2"}
+	w := New(WithClock(mock), WithStore(store))
+	defer func() { _ = w.Close(context.Background()) }()
+	ctx := context.Background()
+	pol := Policy{WallClock: time.Second}
+	for _, id := range []string{"s0", "s1", "s2", "s3", "s4"} {
+		_, err := w.Start(ctx, id, mock.Now(), pol)
+		require.NoError(t, err)
+	}
+	mock.Add(time.Second + time.Millisecond) // one pass fires all five; the retry is 100ms later
+	require.NoError(t, w.Check(ctx))
+	kinds := func(id string) []string {
+		evs, err := store.Load(ctx, id)
+		require.NoError(t, err)
+		var out []string
+		for _, e := range evs {
+			out = append(out, e.Kind)
+		}
+		return out
+	}
+	full := []string{KindStart, KindDecision, KindCancel}
+	for _, id := range []string{"s0", "s1", "s3", "s4"} {
+		require.Equal(t, full, kinds(id), id)
+	}
+	require.Equal(t, full[:2], kinds("s2"), "s2's cancel waits for its retry")
+
+	s2, err := w.Resume(ctx, "s2", pol) // sees the queued cancel: a fresh window
+	require.NoError(t, err)
+	require.Equal(t, 2, s2.Window())
+
+	mock.Add(DefaultRetryMin)
+	require.NoError(t, w.Check(ctx))
+	require.Equal(t, []string{KindStart, KindDecision, KindCancel, KindResume}, kinds("s2"))
+	evs, err := store.Load(ctx, "s2")
+	require.NoError(t, err)
+	require.Equal(t, evs[1].ID, evs[2].DecidedByDecisionID)
+	require.NoError(t, w.Close(ctx))
+}

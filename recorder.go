@@ -61,8 +61,9 @@ type recorder struct {
 	// runs the due timers of a P only when it schedules, or after a 10 ms
 	// preemption: the next pass waited for it (see BENCHMARKS.md, fire
 	// lateness). Once per late timer, not every batch: on a saturated
-	// machine a yield costs the recorder its turn, and yielding every
-	// batch slowed recording a hundredfold. Nil: never yield.
+	// machine a yield costs the recorder its turn, and with yields after
+	// every batch a storm's events (recorded in about a second otherwise)
+	// were not recorded after five minutes. Nil: never yield.
 	overdue func() bool
 }
 
@@ -268,8 +269,8 @@ func (r *recorder) drain() {
 						r.clearLaneLocked(e.AggregateID, now)
 					}
 				}
-				r.clearMovedLocked(now)
 			}
+			r.clearMovedLocked(now)
 			r.queue.advance(n)
 			r.mu.Unlock()
 			for _, e := range r.batch {
@@ -290,9 +291,7 @@ func (r *recorder) drain() {
 		for _, st := range r.staged {
 			st.f.stage = st.stage
 		}
-		if len(r.blocked) > 0 {
-			r.clearMovedLocked(now)
-		}
+		r.clearMovedLocked(now)
 		for _, pos := range r.at[:n] {
 			if q := r.queue.at(pos); len(r.blocked) > 0 && q.Kind != kindFireChain {
 				r.clearLaneLocked(q.AggregateID, now)
