@@ -499,13 +499,18 @@ func (w *Watchdog) setTimerLocked(due int64) {
 	w.timer = w.clock.AfterFunc(d, w.wake)
 }
 
+// lateTimerSlack is how late the scheduler's real-clock timer may be before
+// the recorder yields its P for it (schedulerOverdue) and, on Linux, the
+// backstop wakes the scheduler.
+const lateTimerSlack = 200 * time.Microsecond
+
 // schedulerOverdue reports whether the scheduler's timer is more than
-// backstopDelay overdue: its goroutine has not run the pass due then. It
+// lateTimerSlack overdue: its goroutine has not run the pass due then. It
 // reports so once per arming. The recorder goroutine calls it between
 // batches and then yields its P (see recorder.overdue).
 func (w *Watchdog) schedulerOverdue() bool {
 	due := w.armedDue.Load()
-	if due == 0 || due == w.yieldedFor || toNanos(w.clock.Now())-due < int64(backstopDelay) {
+	if due == 0 || due == w.yieldedFor || toNanos(w.clock.Now())-due < int64(lateTimerSlack) {
 		return false
 	}
 	w.yieldedFor = due

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command scale measures a Watchdog at scale beside the naive approaches, in
 // the same process: idle CPU with many sessions watched and nothing due, the
 // full GC cycle with them, and fire lateness (fired_at minus the due instant)
@@ -7,6 +9,8 @@
 //	go run ./internal/cmd/scale -mode idle -n 1000000 -naive-n 100000
 //	go run ./internal/cmd/scale -mode gc -n 1000000
 //	go run ./internal/cmd/scale -mode lateness -n 100000 -busy 0,8
+//
+// Unix only: it reads the process's CPU time with getrusage.
 package main
 
 import (
