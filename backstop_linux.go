@@ -24,9 +24,14 @@ import (
 // lateness (see BENCHMARKS.md). A goroutine blocked on a timerfd is seen
 // by the poller as soon as it expires, and the worker yields to it.
 //
-// In the common case the timer wakes the scheduler first, whose pass
-// re-arms both before the backstop expires: the backstop then costs one
-// timerfd_settime per arming and no wake-up.
+// It is also the usual wake-up of an idle machine: there the runtime sleeps
+// in epoll_wait, whose timeout is in whole milliseconds, so a timer due in
+// less than a millisecond is typically more than backstopDelay late, and
+// the timerfd, which expires to the nanosecond, wakes the scheduler first
+// (in a review's count, 1,993 passes of 1,997 over 20,000 deadlines). Each
+// arming costs a timerfd_settime, and each such wake-up a goroutine switch
+// and a read. On a busy machine the timer usually wins; the timer's later
+// wake-up, or the backstop's, then finds nothing due.
 type backstop struct {
 	f    *os.File
 	conn syscall.RawConn // guards the fd against its close

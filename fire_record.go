@@ -59,8 +59,9 @@ func (f *firedVerdict) fireLocked(*Watchdog, time.Time, *dueWork) {}
 // the stash has none ready, and the scheduler takes the whole batch and
 // uses it up under w.mu. No lock: two atomics. A Watchdog that never fires
 // holds no batch; one that has fired holds up to two batches of fresh
-// records (about 200 KB with their verdicts), enough for the fires of a few
-// milliseconds of a storm while the recorder is descheduled. The records
+// records (about 280 KB with their verdicts), enough for the fires of a few
+// milliseconds of a storm while the recorder is descheduled, and up to
+// maxFreeRecords recorded records for reuse (about 100 KB). The records
 // themselves are reused (free); each fire allocates only its firedVerdict,
 // on the recorder goroutine.
 type fireStash struct {

@@ -44,12 +44,13 @@ type recorder struct {
 	timer *clock.Timer // retry wake-up; owned by the recorder goroutine
 
 	// drain's scratch; owned by the recorder goroutine
-	batch  []*queued
-	at     []int
-	failed []string
-	staged []stagedFire // fires of a partly recorded chain, and how far
-	moved  []string     // sessions of chained fires that recorded an event this round, while lanes exist
-	one    [1]Event     // Append's argument; owned by the goroutine that attempts
+	batch   []*queued
+	at      []int
+	failed  []string
+	staged  []stagedFire // fires of a partly recorded chain, and how far
+	removed []queued     // slots of fires removed by a batch, to recycle after unlocking
+	moved   []string     // sessions of chained fires that recorded an event this round, while lanes exist
+	one     [1]Event     // Append's argument; owned by the goroutine that attempts
 
 	onEvent    func(Event)       // Observer.OnEvent, called after each successful append
 	afterDrain func()            // called after each round of a drain, on the recorder goroutine (the fire stash's refill)
@@ -278,12 +279,7 @@ func (r *recorder) drain() {
 				*e = queued{}
 			}
 			clear(r.batch)
-			if r.afterDrain != nil {
-				r.afterDrain() // a long backlog must not leave the stash empty
-			}
-			if r.overdue != nil && r.overdue() {
-				runtime.Gosched()
-			}
+			r.betweenBatches()
 			continue
 		}
 		clear(r.batch)
@@ -293,20 +289,43 @@ func (r *recorder) drain() {
 		}
 		r.clearMovedLocked(now)
 		for _, pos := range r.at[:n] {
-			if q := r.queue.at(pos); len(r.blocked) > 0 && q.Kind != kindFireChain {
+			q := r.queue.at(pos)
+			if len(r.blocked) > 0 && q.Kind != kindFireChain {
 				r.clearLaneLocked(q.AggregateID, now)
+			}
+			if q.fire != nil {
+				r.removed = append(r.removed, *q)
 			}
 			// Removing a position moves only the events before it, so
 			// the later positions of the batch still hold.
 			r.removeLocked(pos)
 		}
 		r.mu.Unlock()
+		for i := range r.removed {
+			r.recycleSlot(&r.removed[i])
+		}
+		clear(r.removed)
+		r.removed = r.removed[:0]
 		clear(r.staged)
 		r.staged = r.staged[:0]
+		r.betweenBatches()
 	}
 	r.armRetry()
 	if r.afterDrain != nil {
 		r.afterDrain()
+	}
+}
+
+// betweenBatches runs on the recorder goroutine after each batch of a
+// drain: the fire stash is refilled (a long backlog must not leave it
+// empty), and the goroutine yields its P if the scheduler's timer is
+// overdue (see overdue).
+func (r *recorder) betweenBatches() {
+	if r.afterDrain != nil {
+		r.afterDrain()
+	}
+	if r.overdue != nil && r.overdue() {
+		runtime.Gosched()
 	}
 }
 
@@ -319,7 +338,8 @@ func (r *recorder) ready(id string, now time.Time) bool {
 }
 
 // recordChain attempts the events of fire chain q in order, skipping the
-// sessions that back off or failed earlier in this round. It reports whether
+// sessions that back off, including those that failed earlier in this
+// round. It reports whether
 // every event of the chain is now recorded; if not, the progress of the
 // fires that moved goes to r.staged, for the caller to apply under the lock
 // (pending reads it). Only the recorder goroutine writes blocked and the
@@ -332,7 +352,10 @@ func (r *recorder) recordChain(q *queued, now time.Time) bool {
 			continue // in an earlier round
 		}
 		id := f.s.id
-		if slices.Contains(r.failed, id) || len(r.blocked) > 0 && !r.ready(id, now) {
+		// A session that failed earlier in this round has a lane that
+		// waits past now: the lane, not a scan of r.failed (as long as
+		// the chain when a store is down: quadratic), skips it.
+		if len(r.blocked) > 0 && !r.ready(id, now) {
 			all = false
 			continue
 		}

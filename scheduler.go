@@ -506,7 +506,7 @@ const lateTimerSlack = 200 * time.Microsecond
 
 // schedulerOverdue reports whether the scheduler's timer is more than
 // lateTimerSlack overdue: its goroutine has not run the pass due then. It
-// reports so once per arming. The recorder goroutine calls it between
+// reports so once per due instant. The recorder goroutine calls it between
 // batches and then yields its P (see recorder.overdue).
 func (w *Watchdog) schedulerOverdue() bool {
 	due := w.armedDue.Load()
