@@ -11,6 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// newMockAtT0 returns a mock clock at a fixed, recent instant.
+func newMockAtT0() *clock.Mock {
+	m := clock.NewMock()
+	m.Set(time.Date(2026, 5, 23, 9, 0, 0, 0, time.UTC))
+	return m
+}
+
 // cancelFailStore fails the first Append of session id's cancel event, or
 // every one if always is set.
 type cancelFailStore struct {
@@ -37,8 +44,7 @@ func (f *cancelFailStore) Append(ctx context.Context, evs ...Event) error {
 // record of that pass is handed back, and Resume's view of the queue
 // (pending) still builds the waiting event from it.
 func TestFireRecordsAreReusedOnlyOnceTheirWholeChainIsRecorded(t *testing.T) {
-	mock := clock.NewMock()
-	mock.Set(time.Date(2026, 5, 23, 9, 0, 0, 0, time.UTC))
+	mock := newMockAtT0()
 	store := &cancelFailStore{MemoryStore: NewMemoryStore(), id: "b"}
 	w := New(WithClock(mock), WithStore(store))
 	defer func() { _ = w.Close(context.Background()) }()
@@ -83,8 +89,7 @@ func TestFireRecordsAreReusedOnlyOnceTheirWholeChainIsRecorded(t *testing.T) {
 // events still queued (b's cancel, not its decision, nor a's or c's events)
 // and names the one it could not record.
 func TestCloseRetriesOnlyTheUnrecordedEventsOfAPartlyRecordedChain(t *testing.T) {
-	mock := clock.NewMock()
-	mock.Set(time.Date(2026, 5, 23, 9, 0, 0, 0, time.UTC))
+	mock := newMockAtT0()
 	store := &cancelFailStore{MemoryStore: NewMemoryStore(), id: "b", always: true}
 	w := New(WithClock(mock), WithStore(store))
 	ctx := context.Background()
@@ -111,8 +116,7 @@ func TestCloseRetriesOnlyTheUnrecordedEventsOfAPartlyRecordedChain(t *testing.T)
 // order (its decision once, then its cancel on retry), and a Resume in
 // between already sees the queued cancel and opens the next window.
 func TestAFailedAppendInABurstOfFiresBacksOffOnlyItsSession(t *testing.T) {
-	mock := clock.NewMock()
-	mock.Set(time.Date(2026, 5, 23, 9, 0, 0, 0, time.UTC))
+	mock := newMockAtT0()
 	store := &cancelFailStore{MemoryStore: NewMemoryStore(), id: "s2"}
 	w := New(WithClock(mock), WithStore(store))
 	defer func() { _ = w.Close(context.Background()) }()
