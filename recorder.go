@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -46,10 +45,9 @@ type recorder struct {
 	// drain's scratch; owned by the recorder goroutine
 	batch   []*queued
 	at      []int
-	failed  []string
 	staged  []stagedFire // fires of a partly recorded chain, and how far
 	removed []queued     // slots of fires removed by a batch, to recycle after unlocking
-	moved   []string     // sessions of chained fires that recorded an event this round, while lanes exist
+	moved   []string     // sessions that recorded an event this round, while lanes exist
 	one     [1]Event     // Append's argument; owned by the goroutine that attempts
 
 	onEvent    func(Event)       // Observer.OnEvent, called after each successful append
@@ -93,22 +91,26 @@ func newRecorder(c config) *recorder {
 
 // enqueue adds e to the queue. It never blocks and makes no call into the
 // store; it may be called with the Watchdog's lock held.
-func (r *recorder) enqueue(e Event) { r.enqueueQueued(queued{Event: e}) }
-
-// enqueueQueued is enqueue for an event that may be built later (see
-// queued).
-func (r *recorder) enqueueQueued(q queued) {
+func (r *recorder) enqueue(e Event) {
 	r.mu.Lock()
-	r.queue.push(q)
+	r.queue.push(queued{Event: e})
 	r.mu.Unlock()
 	r.poke()
 }
 
-// queued is an event waiting in the recorder's queue: built, or (fire not
-// nil) to be built from a fire's record when it is recorded, in which case
-// only its AggregateID and Kind are set. A slot of kind kindFireChain
-// stands for the decision and cancel events of every fire in the chain
-// that starts at fire (see pushFireHeld); its AggregateID is empty.
+// enqueueFire adds the events of fire f, of kinds decision and cancel, to
+// the queue as a chain of one (see pushFireHeld); outside a scheduler pass.
+func (r *recorder) enqueueFire(f *fireRecord) {
+	r.mu.Lock()
+	r.queue.push(queued{Event: Event{Kind: kindFireChain}, fire: f})
+	r.mu.Unlock()
+	r.poke()
+}
+
+// queued is a slot of the recorder's queue: an event, or (Kind
+// kindFireChain, fire not nil, nothing else set) the decision and cancel
+// events of every fire in the chain that starts at fire, built from their
+// records when they are recorded (see pushFireHeld).
 type queued struct {
 	Event
 	fire *fireRecord
@@ -117,22 +119,13 @@ type queued struct {
 // kindFireChain is the Kind of a fire chain's slot; never an event's.
 const kindFireChain = "\x00fire-chain"
 
-// event returns the event, built if it was queued as a reference. Not for
-// a fire chain.
-func (q *queued) event() Event {
-	if q.fire == nil {
-		return q.Event
-	}
-	return q.fire.event(q.Kind)
-}
-
 // appendEvents appends the events q stands for that are not recorded yet:
 // all of them, or only session id's if id is not empty. Called with mu
 // held, or once the recorder goroutine has stopped.
 func (q *queued) appendEvents(out []Event, id string) []Event {
 	if q.Kind != kindFireChain {
 		if id == "" || q.AggregateID == id {
-			out = append(out, q.event())
+			out = append(out, q.Event)
 		}
 		return out
 	}
@@ -169,7 +162,7 @@ func (r *recorder) pushHeld(q queued) { r.queue.push(q) }
 // two 560-byte slots, garbage that kept the collector running during the
 // storm (see BENCHMARKS.md, fire lateness).
 func (r *recorder) pushFireHeld(f *fireRecord) {
-	if r.chainPos >= 0 && r.chainPos == r.queue.end-1 {
+	if r.chainTail != nil && r.chainPos == r.queue.end-1 {
 		r.chainTail.next = f
 		r.chainTail = f
 		return
@@ -236,7 +229,6 @@ func (r *recorder) drain() {
 			break
 		}
 		r.mu.Unlock()
-		r.failed = r.failed[:0]
 		n := 0 // r.at[:n] are the recorded positions, ascending
 		for k, e := range r.batch {
 			if e.Kind == kindFireChain {
@@ -246,14 +238,15 @@ func (r *recorder) drain() {
 				}
 				continue
 			}
-			if slices.Contains(r.failed, e.AggregateID) {
+			if len(r.blocked) > 0 && !r.ready(e.AggregateID, now) {
 				continue // an earlier event of its session failed: keep the order
 			}
-			if r.attempt(e.event(), false) {
+			if r.attempt(e.Event, false) {
 				r.at[n] = r.at[k]
 				n++
-			} else {
-				r.failed = append(r.failed, e.AggregateID)
+				if len(r.blocked) > 0 {
+					r.moved = append(r.moved, e.AggregateID)
+				}
 			}
 		}
 		if n == len(r.batch) && r.at[0] == head && r.at[n-1] == head+n-1 {
@@ -264,13 +257,6 @@ func (r *recorder) drain() {
 			// lock. (Clearing 64 slots under the lock, which Starts and
 			// scheduler passes take too, made them wait for it.)
 			r.mu.Lock()
-			if len(r.blocked) > 0 {
-				for _, e := range r.batch {
-					if e.Kind != kindFireChain {
-						r.clearLaneLocked(e.AggregateID, now)
-					}
-				}
-			}
 			r.clearMovedLocked(now)
 			r.queue.advance(n)
 			r.mu.Unlock()
@@ -289,11 +275,7 @@ func (r *recorder) drain() {
 		}
 		r.clearMovedLocked(now)
 		for _, pos := range r.at[:n] {
-			q := r.queue.at(pos)
-			if len(r.blocked) > 0 && q.Kind != kindFireChain {
-				r.clearLaneLocked(q.AggregateID, now)
-			}
-			if q.fire != nil {
+			if q := r.queue.at(pos); q.fire != nil {
 				r.removed = append(r.removed, *q)
 			}
 			// Removing a position moves only the events before it, so
@@ -339,8 +321,7 @@ func (r *recorder) ready(id string, now time.Time) bool {
 
 // recordChain attempts the events of fire chain q in order, skipping the
 // sessions that back off, including those that failed earlier in this
-// round. It reports whether
-// every event of the chain is now recorded; if not, the progress of the
+// round. It reports whether every event of the chain is now recorded; if not, the progress of the
 // fires that moved goes to r.staged, for the caller to apply under the lock
 // (pending reads it). Only the recorder goroutine writes blocked and the
 // fires' stages, so it reads them here without the lock.
@@ -352,16 +333,12 @@ func (r *recorder) recordChain(q *queued, now time.Time) bool {
 			continue // in an earlier round
 		}
 		id := f.s.id
-		// A session that failed earlier in this round has a lane that
-		// waits past now: the lane, not a scan of r.failed (as long as
-		// the chain when a store is down: quadratic), skips it.
 		if len(r.blocked) > 0 && !r.ready(id, now) {
 			all = false
 			continue
 		}
 		if stage == fireUnrecorded {
 			if !r.attempt(f.event(KindDecision), false) {
-				r.failed = append(r.failed, id)
 				all = false
 				continue
 			}
@@ -370,7 +347,6 @@ func (r *recorder) recordChain(q *queued, now time.Time) bool {
 		if r.attempt(f.event(KindCancel), false) {
 			stage = fireRecorded
 		} else {
-			r.failed = append(r.failed, id)
 			all = false
 		}
 		r.staged = append(r.staged, stagedFire{f, stage})
@@ -392,9 +368,8 @@ type stagedFire struct {
 }
 
 // clearMovedLocked clears the lanes (see clearLaneLocked) of the sessions
-// whose chained fires recorded an event this round: only those, not every
-// session of a chain that completes, some of whose fires were recorded in
-// an earlier round. Called with mu held.
+// that recorded an event this round: only those (a chain that completes may
+// hold fires recorded in an earlier round). Called with mu held.
 func (r *recorder) clearMovedLocked(now time.Time) {
 	for _, id := range r.moved {
 		r.clearLaneLocked(id, now)
@@ -404,23 +379,15 @@ func (r *recorder) clearMovedLocked(now time.Time) {
 }
 
 // recycleSlot hands the fire records of slot q, which has left the queue,
-// back for reuse once none of their events is queued any more.
+// back for reuse.
 func (r *recorder) recycleSlot(q *queued) {
-	if r.recycle == nil || q.fire == nil {
+	if r.recycle == nil {
 		return
 	}
-	if q.Kind == kindFireChain {
-		for f := q.fire; f != nil; {
-			next := f.next
-			r.recycle(f)
-			f = next
-		}
-		return
-	}
-	if q.Kind == KindCancel {
-		// A fire queued as two slots (outside a pass): its cancel
-		// event is queued after its decision event, so both have left.
-		r.recycle(q.fire)
+	for f := q.fire; f != nil; {
+		next := f.next
+		r.recycle(f)
+		f = next
 	}
 }
 

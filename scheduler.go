@@ -165,7 +165,11 @@ func (d *dueWork) reset() {
 // enqueueLocked hands e to the recorder; during a scheduler pass, into the
 // queue the pass holds. Called with w.mu held.
 func (w *Watchdog) enqueueLocked(e Event) {
-	w.enqueueQueuedLocked(queued{Event: e})
+	if w.passing {
+		w.rec.pushHeld(queued{Event: e})
+		return
+	}
+	w.rec.enqueue(e)
 }
 
 // enqueueFireLocked hands the decision and cancel events of f to the
@@ -175,16 +179,7 @@ func (w *Watchdog) enqueueFireLocked(f *fireRecord) {
 		w.rec.pushFireHeld(f)
 		return
 	}
-	w.enqueueQueuedLocked(queued{Event: Event{AggregateID: f.s.id, Kind: KindDecision}, fire: f})
-	w.enqueueQueuedLocked(queued{Event: Event{AggregateID: f.s.id, Kind: KindCancel}, fire: f})
-}
-
-func (w *Watchdog) enqueueQueuedLocked(q queued) {
-	if w.passing {
-		w.rec.pushHeld(q)
-		return
-	}
-	w.rec.enqueueQueued(q)
+	w.rec.enqueueFire(f)
 }
 
 // decideLocked decides session s at now and applies the verdict: a Continue
