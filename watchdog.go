@@ -755,18 +755,8 @@ func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error
 // *clock.Mock, then call Check; late or duplicate timer callbacks from the
 // mock are harmless. Check returns ErrClosed after Close, or ctx's error.
 func (w *Watchdog) Check(ctx context.Context) error {
-	req := make(chan struct{})
-	select {
-	case w.checkCh <- req:
-	case <-w.done:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-req:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := roundTrip(ctx, w.checkCh, w.done); err != nil {
+		return err
 	}
 	if err := w.act.barrier(ctx); err != nil {
 		return err

@@ -46,16 +46,23 @@ func (k *worker) loop(drain func()) {
 // barrier returns once a drain that started after the call has finished,
 // ErrClosed if the goroutine has stopped, or ctx's error.
 func (k *worker) barrier(ctx context.Context) error {
-	b := make(chan struct{})
+	return roundTrip(ctx, k.barriers, k.done)
+}
+
+// roundTrip hands a fresh channel to the goroutine that serves reqs and
+// returns once that goroutine closes it: nil, ErrClosed if done is closed
+// first, or ctx's error.
+func roundTrip(ctx context.Context, reqs chan<- chan struct{}, done <-chan struct{}) error {
+	req := make(chan struct{})
 	select {
-	case k.barriers <- b:
-	case <-k.done:
+	case reqs <- req:
+	case <-done:
 		return ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	select {
-	case <-b:
+	case <-req:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
