@@ -41,7 +41,7 @@ type backstop struct {
 
 // backstopDelay is how long after the timer's due instant the backstop
 // fires.
-const backstopDelay = lateTimerSlack
+const backstopDelay = 200 * time.Microsecond
 
 // newBackstop returns a backstop and starts its reader goroutine, which
 // ends when close is called. It returns nil if the timerfd cannot be made,

@@ -267,13 +267,13 @@ func (l *layer) verdict(now time.Time) *VerdictError {
 
 // fireLocked handles the deadline (state running) or the end of the grace
 // period (state fired). Called by the scheduler with w.mu held.
-func (l *layer) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
-	d.popped = true
+func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 	switch l.state {
 	case layerRunning:
 		v := l.verdict(now)
 		l.state, l.cause = layerFired, v
-		e := w.event(l.s, KindHandlerDeadline, now)
+		e := l.s.event(KindHandlerDeadline, now)
+		e.ID = w.newID()
 		e.Reason, e.Rule = v.Reason, v.Rule
 		e.Handler, e.Layer, e.DyingSpan = l.name, string(l.kind), v.DyingSpan
 		e.MeasureSeconds, e.LimitSeconds = v.Elapsed.Seconds(), v.Budget.Seconds()
@@ -281,9 +281,9 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 		e.Recoverable = &rec
 		l.event = &e
 		v.DecisionID = e.ID
-		w.enqueueLocked(e)
+		w.recordLocked(ef, e)
 		w.heap.Push(&l.item, toNanos(now.Add(l.grace)))
-		d.after = append(d.after, func() {
+		ef.after = append(ef.after, func() {
 			l.cancel(v)
 			w.log.Warn("watchdog: deadline exceeded", zap.String("session_id", v.SessionID),
 				zap.String("layer", string(l.kind)), zap.String("name", l.name),
@@ -294,12 +294,12 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
 		w.unregisterLocked(l)
 		w.abandoned.Add(1)
 		l.markAbandoned()
-		e := w.event(l.s, KindHandlerAbandoned, now)
+		e := l.s.event(KindHandlerAbandoned, now)
 		e.Reason, e.Handler, e.Layer = l.cause.(*VerdictError).Reason, l.name, string(l.kind)
 		e.DyingSpan = l.cause.(*VerdictError).DyingSpan
 		e.MeasureSeconds, e.LimitSeconds = now.Sub(l.started).Seconds(), (l.budget + l.grace).Seconds()
-		w.enqueueLocked(e)
-		d.after = append(d.after, func() {
+		w.recordLocked(ef, e)
+		ef.after = append(ef.after, func() {
 			close(l.abandon)
 			w.log.Error("watchdog: handler ignored its deadline and was abandoned", zap.String("session_id", l.s.id),
 				zap.String("layer", string(l.kind)), zap.String("name", l.name), zap.Duration("grace", l.grace))
@@ -534,24 +534,23 @@ func (s *Session) Waiting() (bool, uint64) {
 	return s.r().waiter != nil, s.gen
 }
 
-func (wt *waiter) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
-	d.popped = true
+func (wt *waiter) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 	s := wt.s
 	if s.r().waiter != wt || s.gen != wt.gen || s.state.Load() != stateRunning {
 		return // superseded: a stale timer never fires
 	}
 	s.rare.waiter = nil
 	s.since = toNanos(now)
-	e := w.event(s, KindWaitTimeout, now)
+	e := s.event(KindWaitTimeout, now)
 	e.Verdict, e.Reason, e.Generation = VerdictContinue, "wait_timeout", wt.gen
 	e.MeasureSeconds, e.LimitSeconds = now.Sub(wt.from).Seconds(), wt.d.Seconds()
-	w.enqueueLocked(e)
+	w.recordLocked(ef, e)
 	if !s.r().acting {
 		w.pullInLocked(s, toNanos(now))
 	}
 	if wt.fn != nil {
 		fn, gen := wt.fn, wt.gen
-		d.acts = append(d.acts, actItem{call: func(ctx context.Context) { fn(ctx, s, gen) }})
+		ef.acts = append(ef.acts, actItem{call: func(ctx context.Context) { fn(ctx, s, gen) }})
 	}
 }
 
@@ -681,18 +680,18 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		}
 		budgetN := s.cfg.recoveryBudget
 		if retries >= budgetN {
-			e := w.event(s, KindRecoveryBudgetExceeded, failedAt)
+			e := s.event(KindRecoveryBudgetExceeded, failedAt)
 			e.Phase, e.Attempt, e.Reason, e.StopReasonCode = name, attempt, v.Reason, StopRecoveryBudgetExceeded
-			w.rec.enqueue(e)
+			w.recordNow(e)
 			res.StopReasonCode = StopRecoveryBudgetExceeded
 			return res, fmt.Errorf("%w: phase %q after %d attempts: %w", ErrRecoveryBudgetExceeded, name, attempt, v)
 		}
 		retries++
 		backoff := s.cfg.recoveryBackoff << min(retries-1, 20)
-		e := w.event(s, KindRetry, failedAt)
+		e := s.event(KindRetry, failedAt)
 		e.Phase, e.Attempt, e.Reason = name, attempt+1, v.Reason
 		e.LimitSeconds = backoff.Seconds()
-		w.rec.enqueue(e)
+		w.recordNow(e)
 		w.log.Info("watchdog: retrying phase", zap.String("session_id", s.id), zap.String("phase", name),
 			zap.Int("attempt", attempt+1), zap.String("reason", v.Reason), zap.Duration("backoff", backoff))
 		w.mu.Lock()
@@ -726,9 +725,8 @@ type sleeper struct {
 	ch   chan struct{}
 }
 
-func (sl *sleeper) fireLocked(w *Watchdog, now time.Time, d *dueWork) {
-	d.popped = true
-	d.after = append(d.after, func() { close(sl.ch) })
+func (sl *sleeper) fireLocked(w *Watchdog, now time.Time, ef *effects) {
+	ef.after = append(ef.after, func() { close(sl.ch) })
 }
 
 // sleepUntil waits until t on the Watchdog's clock, or until ctx ends. It

@@ -93,10 +93,9 @@ type VerdictError struct {
 	// Recoverable reports whether a recovery layer may retry: true for the
 	// idle rule only.
 	Recoverable bool
-	// DecisionID is the event_id of the decision event.
+	// DecisionID is the event_id of the decision event, whose evidence
+	// summary says what every channel had seen.
 	DecisionID string
-	// Evidence is every channel's evidence at the verdict.
-	Evidence []EvidenceEntry
 	// Layer, Name and DyingSpan are set for a deadline layer's overrun:
 	// the layer that fired, its name (the handler's, for example) and the
 	// step that was running (see Step).
@@ -122,8 +121,11 @@ func (e *VerdictError) Error() string {
 }
 
 // Unwrap returns the sentinel of the verdict's reason.
-func (e *VerdictError) Unwrap() error {
-	switch e.Reason {
+func (e *VerdictError) Unwrap() error { return sentinelOf(e.Reason) }
+
+// sentinelOf is the sentinel error of a verdict's reason.
+func sentinelOf(reason string) error {
+	switch reason {
 	case ReasonWallClockExceeded:
 		return ErrWallClockExceeded
 	case ReasonNoOutputDeadline:
@@ -167,5 +169,3 @@ func (e *VerdictError) StopReasonCode() string {
 // Resumable reports whether Resume can continue after this verdict: every
 // verdict but the session ceiling, which counts from the session's start.
 func (e *VerdictError) Resumable() bool { return e.Reason != ReasonSessionCeilingExceeded }
-
-func fmtAny(v any) string { return fmt.Sprint(v) }

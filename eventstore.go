@@ -552,7 +552,6 @@ func causeOf(e Event) error {
 			Budget:     secondsDuration(e.LimitSeconds),
 			FiredAt:    e.FiredAt,
 			DecisionID: e.DecidedByDecisionID,
-			Evidence:   e.EvidenceSummary,
 		}
 		if e.Recoverable != nil {
 			v.Recoverable = *e.Recoverable

@@ -2,9 +2,10 @@ package watchdog
 
 import (
 	"fmt"
-	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/sessionwatchdog/watchdog/internal/decide"
 )
 
 // ReasonLivenessFailed is the reason of a verdict of a liveness rule of your
@@ -14,13 +15,6 @@ const ReasonLivenessFailed = "liveness_failed"
 // StopLivenessFailed is the stop reason code of a window ended by a
 // liveness rule of your own.
 const StopLivenessFailed = "watchdog_liveness_failed"
-
-// livenessState is the settle memory of one user liveness rule.
-type livenessState struct {
-	stale   int
-	dueAt   time.Time
-	advised bool
-}
 
 // ReportLiveness records one observation of a liveness rule of your own (a
 // health probe, a progress check, a heartbeat from another system) declared in
@@ -50,8 +44,7 @@ func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err err
 	}
 	w := s.w
 	now := w.clock.Now()
-	var fired *firing
-	var act *actItem
+	var ef effects
 	w.mu.Lock()
 	if s.state.Load() != stateRunning {
 		cause := s.endCauseLocked()
@@ -60,65 +53,42 @@ func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err err
 	}
 	r := s.rw()
 	if r.liveness == nil {
-		r.liveness = make(map[string]*livenessState)
+		r.liveness = make(map[string]decide.LivenessState)
 	}
-	st := r.liveness[rule]
-	if st == nil {
-		st = &livenessState{}
-		r.liveness[rule] = st
-	}
-	switch {
-	case !stale:
-		*st = livenessState{}
-	case st.advised || r.acting || (!st.dueAt.IsZero() && now.Before(st.dueAt)):
-		// already advised for this episode, being acted on, or too early
-		// to count: the settle interval spaces the observations
-	default:
-		st.stale++
-		st.dueAt = now.Add(s.cfg.limits.SettleInterval)
+	mode := s.cfg.policy.modeOf(rule)
+	v := decide.Liveness(r.liveness[rule], stale, now, s.cfg.limits.SettleChecks, s.cfg.limits.SettleInterval, mode == ModeShadow, r.acting)
+	r.liveness[rule] = v.State
+	if v.Record || v.Action != decide.Continue {
 		sn := s.snapshot()
-		if st.stale < s.cfg.limits.SettleChecks {
-			e := w.event(s, KindVerdict, now)
-			e.Verdict, e.Rule, e.ActiveChannel = VerdictContinue, rule, "none"
-			e.SettleCount, e.SettleChecks = st.stale, s.cfg.limits.SettleChecks
-			e.EvidenceSummary = s.summary(sn, now)
-			w.rec.enqueue(e)
-			break
+		e := s.event(KindVerdict, now)
+		e.Verdict, e.Rule, e.ActiveChannel = VerdictContinue, rule, "none"
+		e.SettleCount, e.SettleChecks = v.Stale, s.cfg.limits.SettleChecks
+		e.EvidenceSummary = s.summary(sn, now)
+		if v.Action != decide.Continue {
+			decided = true
+			e.ID, e.Kind, e.Verdict, e.Mode, e.Reason = w.newID(), KindDecision, VerdictHardStop, mode, ReasonLivenessFailed
+			recoverable := true
+			e.Recoverable = &recoverable
 		}
-		decided = true
-		mode := s.cfg.policy.modeOf(rule)
-		dec := w.event(s, KindDecision, now)
-		dec.Verdict, dec.Rule, dec.Mode, dec.Reason = VerdictHardStop, rule, mode, ReasonLivenessFailed
-		recoverable := true
-		dec.Recoverable = &recoverable
-		dec.SettleCount, dec.SettleChecks = st.stale, s.cfg.limits.SettleChecks
-		dec.EvidenceSummary = s.summary(sn, now)
-		dec.ActiveChannel = "none"
-		w.rec.enqueue(dec)
-		if mode == ModeShadow {
-			st.advised = true
-			break
+		w.recordLocked(&ef, e)
+		if v.Action == decide.Act {
+			ve := &VerdictError{SessionID: s.id, Window: int(s.window), Rule: rule, Reason: ReasonLivenessFailed,
+				FiredAt: now.UTC(), Recoverable: true, DecisionID: e.ID,
+				Elapsed: now.Sub(s.windowStartedAt), Budget: s.cfg.limits.WallClock}
+			if w.action == nil {
+				w.endLocked(s, ve, sn, now, &ef)
+			} else {
+				r.acting = true
+				w.heap.Remove(&s.item)
+				ef.acts = append(ef.acts, actItem{s: s, v: ve, noRecheck: true})
+			}
 		}
-		*st = livenessState{}
-		ve := &VerdictError{SessionID: s.id, Window: int(s.window), Rule: rule, Reason: ReasonLivenessFailed,
-			FiredAt: now.UTC(), Recoverable: true, DecisionID: dec.ID, Evidence: dec.EvidenceSummary,
-			Elapsed: now.Sub(s.windowStartedAt), Budget: s.cfg.limits.WallClock}
-		if w.action == nil {
-			w.endLocked(s, ve, sn, dec.EvidenceSummary, now)
-			fired = &firing{s, ve}
-			break
-		}
-		r.acting = true
-		w.heap.Remove(&s.item)
-		act = &actItem{s: s, v: ve, noRecheck: true}
 	}
+	w.flushLocked(&ef)
 	w.mu.Unlock()
-	if fired != nil {
-		fired.s.cancel(fired.v)
+	w.apply(&ef)
+	if decided && mode == ModeAct && w.action == nil {
 		w.log.Info("watchdog: session cancelled by a liveness rule", zap.String("session_id", s.id), zap.String("rule", rule))
-	}
-	if act != nil {
-		w.act.enqueue([]actItem{*act})
 	}
 	return decided, nil
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/record"
 	"github.com/sessionwatchdog/watchdog/internal/sched"
 )
 
@@ -70,7 +71,7 @@ type Watchdog struct {
 	clock      Clock
 	store      EventStore
 	log        *zap.Logger
-	rec        *recorder
+	rec        *record.Recorder[entry, Event]
 	act        *actor
 	action     ActionFunc
 	obs        Observer
@@ -79,8 +80,7 @@ type Watchdog struct {
 	resolution time.Duration
 	coarse     coarseClock
 
-	ids   eventIDs
-	stash fireStash // fireRecords allocated ahead by the recorder goroutine
+	ids record.IDs
 
 	lastConfig atomic.Pointer[sessionConfig] // the latest policy's, shared while it repeats
 
@@ -88,10 +88,9 @@ type Watchdog struct {
 	sessions sessionIndex
 	heap     sched.Heap[timed]
 	layers   map[*layer]struct{} // in-flight deadline layers
-	popped   []timed             // scratch of runDue
-	due      dueWork             // scratch of runDue; owned by the scheduler goroutine
+	popped   []timed             // scratch of pass
+	ef       effects             // scratch of pass; owned by the scheduler goroutine
 	closed   bool
-	passing  bool                        // a scheduler pass holds the recorder's queue (see enqueueLocked)
 	scratch  [MaxChannels]decide.Channel // snapshotLocked's buffer; guarded by mu
 
 	timerMu sync.Mutex   // guards timer, rt's arming, armed, armedAt; taken before mu, never inside it
@@ -100,9 +99,6 @@ type Watchdog struct {
 	bs      *backstop    // rt's backstop (nil for other clocks and off Linux)
 	armed   bool
 	armedAt int64
-
-	armedDue   atomic.Int64 // armedAt while armed, 0 otherwise: read by the recorder goroutine
-	yieldedFor int64        // the armedDue the recorder last yielded for; owned by the recorder goroutine
 
 	wakeCh  chan struct{}
 	checkCh chan chan struct{}
@@ -157,10 +153,9 @@ func New(opts ...Option) *Watchdog {
 		clock:      c.clock,
 		store:      c.store,
 		log:        c.log,
-		rec:        newRecorder(c),
 		action:     c.action,
 		resolution: c.resolution,
-		ids:        eventIDs{prefix: c.idPrefix},
+		ids:        record.IDs{Prefix: c.idPrefix},
 		layers:     make(map[*layer]struct{}),
 		obs:        c.obs,
 		rt:         rt,
@@ -170,14 +165,21 @@ func New(opts ...Option) *Watchdog {
 		done:       make(chan struct{}),
 	}
 	w.act = newActor(w)
-	w.rec.afterDrain = w.stash.refill
-	w.rec.recycle = w.stash.recycle
-	if rt != nil {
-		w.rec.overdue = w.schedulerOverdue
-	}
+	w.rec = record.New(record.Config[entry, Event]{
+		Append:   func(ctx context.Context, e Event) error { return w.store.Append(ctx, e) },
+		Expand:   w.entryEvents,
+		Lane:     entryLane,
+		Classify: classifyAppendError,
+		Name:     eventName,
+		Recorded: c.obs.OnEvent,
+		Clock:    c.clock,
+		Log:      c.log,
+		RetryMin: c.retryMin,
+		RetryMax: c.retryMax,
+	})
 	w.coarse.now.Store(toNanos(w.clock.Now()))
 	w.wg.Add(2)
-	go func() { defer w.wg.Done(); w.rec.run() }()
+	go func() { defer w.wg.Done(); w.rec.Run() }()
 	go func() { defer w.wg.Done(); w.schedule() }()
 	go w.act.run() // Close waits for it through act.done, bounded by its ctx
 	return w
@@ -196,7 +198,7 @@ const (
 	// The window ended; the state says why (see endCauseLocked).
 	stateStopped // Stop or Run: ErrSessionStopped
 	stateClosed  // Close: ErrClosed
-	stateFired   // the watchdog acted: rare.fired, or the firedVerdict in item.Value
+	stateFired   // the watchdog acted: rare.fired, or the default action's s.end
 )
 
 // Session is one watched session window. Its methods are safe for concurrent
@@ -216,6 +218,7 @@ type Session struct {
 	state  atomic.Uint32 // written under w.mu; an ended state says why (endCauseLocked)
 	window int32
 	item   sched.Item[timed]
+	end    ending // why the default action ended the window; written once under w.mu
 
 	evBuf [4]chanState // the built-in channels' evidence (see chanAt); extra channels' are in rare
 	since int64        // observed since (Unix ns, UTC): the idle floor, evidence before it does not count; guarded by w.mu
@@ -237,9 +240,9 @@ type sessionRare struct {
 	waiter  *waiter       // armed waiting watchdog; guarded by w.mu
 	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
 
-	graceUntil time.Time                 // end of the startup grace (zero: none)
-	backingOff bool                      // RunPhase waits between attempts: the idle rule is suspended
-	liveness   map[string]*livenessState // user liveness rules
+	graceUntil time.Time                       // end of the startup grace (zero: none)
+	backingOff bool                            // RunPhase waits between attempts: the idle rule is suspended
+	liveness   map[string]decide.LivenessState // user liveness rules' settle memory
 }
 
 // noRare stands in, read-only, for the sessionRare of a session without one.
@@ -288,10 +291,10 @@ func (s *Session) endCauseLocked() error {
 	case stateClosed:
 		return ErrClosed
 	case stateFired:
-		if f, ok := s.item.Value.(*firedVerdict); ok { // fired with the default action
-			return &f.ve
+		if s.rare != nil && s.rare.fired != nil {
+			return s.rare.fired
 		}
-		return s.rare.fired
+		return (*firedCause)(s) // the default action's
 	}
 	return nil
 }
@@ -450,7 +453,7 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 	}
 	// Pending events first: an event that leaves the queue after this
 	// point is in the store when Load reads it.
-	pending := w.rec.pending(id)
+	pending := w.rec.Pending(id)
 	loaded, err := w.store.Load(ctx, id)
 	if err == nil && len(loaded) == 0 && len(pending) == 0 {
 		err = fmt.Errorf("%w: %q", ErrUnknownSession, id)
@@ -575,39 +578,12 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 		due = toNanos(now) // already due: the scheduler decides it
 	}
 	w.heap.Push(&s.item, due)
-	e := w.event(s, kind, now)
+	e := s.event(kind, now)
 	e.Policy = &s.cfg.policy // shared, never modified
-	w.rec.enqueue(e)
+	w.rec.Push(entry{ev: e, seq: w.ids.Next()})
 	w.mu.Unlock()
 	w.armIfEarlier(due)
 	return nil
-}
-
-// newEventID returns the next event id, the id prefix followed by a
-// sequence number (see eventIDs).
-func (w *Watchdog) newEventID() string { return w.ids.nextID() }
-
-// event builds an event of s at now, with the next event id.
-func (w *Watchdog) event(s *Session, kind string, now time.Time) Event {
-	return s.eventWithID(w.newEventID(), kind, now)
-}
-
-// eventWithID builds an event of s at now with event id id. It reads only
-// what never changes in a Session, so the recorder goroutine may call it.
-func (s *Session) eventWithID(id, kind string, now time.Time) Event {
-	now = now.UTC()
-	return Event{
-		ID:                      id,
-		AggregateType:           AggregateType,
-		AggregateID:             s.id,
-		Kind:                    kind,
-		Window:                  int(s.window),
-		SessionStartedAt:        s.sessionStartedAt,
-		WindowStartedAt:         s.windowStartedAt,
-		OccurredAt:              now,
-		ElapsedSeconds:          now.Sub(s.windowStartedAt).Seconds(),
-		ConfiguredBudgetSeconds: s.cfg.limits.WallClock.Seconds(),
-	}
 }
 
 // Stop ends the session's window normally: it records a stop event (reason
@@ -639,9 +615,9 @@ func (s *Session) stop(code string) (bool, error) {
 	w.sessions.del(s)
 	w.heap.Remove(&s.item)
 	s.dropWaiterLocked()
-	e := w.event(s, KindStop, w.clock.Now())
+	e := s.event(KindStop, w.clock.Now())
 	e.Reason, e.StopReasonCode = code, code
-	w.rec.enqueue(e)
+	w.rec.Push(entry{ev: e, seq: w.ids.Next()})
 	w.mu.Unlock()
 	s.cancel(ErrSessionStopped)
 	if ce := w.log.Check(zap.DebugLevel, "watchdog: session stopped"); ce != nil { // no fields built when disabled
@@ -755,13 +731,19 @@ func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error
 // *clock.Mock, then call Check; late or duplicate timer callbacks from the
 // mock are harmless. Check returns ErrClosed after Close, or ctx's error.
 func (w *Watchdog) Check(ctx context.Context) error {
-	if err := roundTrip(ctx, w.checkCh, w.done); err != nil {
-		return err
+	for _, f := range []func(context.Context) error{
+		func(ctx context.Context) error { return record.RoundTrip(ctx, w.checkCh, w.done) },
+		w.act.Barrier,
+		w.rec.Barrier,
+	} {
+		if err := f(ctx); err != nil {
+			if errors.Is(err, record.ErrStopped) {
+				return ErrClosed
+			}
+			return err
+		}
 	}
-	if err := w.act.barrier(ctx); err != nil {
-		return err
-	}
-	return w.rec.barrier(ctx)
+	return nil
 }
 
 // Close stops the scheduler, cancels the context of every session still
@@ -806,7 +788,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		w.stopTicks()
 		actErr := w.act.close(ctx)
 		w.timerMu.Lock()
-		w.stopTimerLocked()
+		w.armLocked(0, false)
 		if w.bs != nil {
 			w.bs.close()
 		}
@@ -820,7 +802,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		if ws != nil {
 			ws.close()
 		}
-		w.closeErr = errors.Join(actErr, w.rec.close(ctx))
+		w.closeErr = errors.Join(actErr, w.rec.Close(ctx, ErrNotRecorded))
 		w.wg.Wait()
 		if w.closeErr != nil {
 			w.log.Error("watchdog: closed with events not recorded", zap.Error(w.closeErr))

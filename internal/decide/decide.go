@@ -324,3 +324,56 @@ func Decide(l Limits, s Snapshot, now time.Time) Verdict {
 	v.Next = earliest(v.Next, v.State.SettleDueAt)
 	return v
 }
+
+// LivenessState is the settle memory of one liveness rule of the user's.
+type LivenessState struct {
+	// Stale counts consecutive stale observations.
+	Stale int
+	// DueAt is when the next stale observation may be counted.
+	DueAt time.Time
+	// Advised: the rule's shadow decision is recorded for this episode.
+	Advised bool
+}
+
+// LivenessVerdict is the outcome of Liveness.
+type LivenessVerdict struct {
+	// Action is Continue, Act or Advise.
+	Action Action
+	// Record: a Continue that counted a stale observation inside the
+	// settle window (State.Stale of the settle checks).
+	Record bool
+	// Stale is the count of consecutive stale observations that decided
+	// (Act, Advise) or was recorded (Record).
+	Stale int
+	State LivenessState
+}
+
+// Liveness decides one observation of a liveness rule of the user's at now,
+// with the settle discipline of the idle rule: it acts (or advises, in
+// shadow mode) after checks consecutive stale observations, counted at most
+// once per interval; one fresh observation resets the count. busy means an
+// action on the session is pending: nothing is counted.
+func Liveness(st LivenessState, stale bool, now time.Time, checks int, interval time.Duration, shadow, busy bool) LivenessVerdict {
+	v := LivenessVerdict{State: st}
+	switch {
+	case !stale:
+		v.State = LivenessState{}
+		return v
+	case st.Advised || busy || (!st.DueAt.IsZero() && now.Before(st.DueAt)):
+		return v // advised for this episode, being acted on, or too early to count
+	}
+	v.State.Stale++
+	v.State.DueAt = now.Add(interval)
+	v.Stale = v.State.Stale
+	switch {
+	case v.State.Stale < checks:
+		v.Record = true
+	case shadow:
+		v.Action = Advise
+		v.State.Advised = true
+	default:
+		v.Action = Act
+		v.State = LivenessState{}
+	}
+	return v
+}

@@ -39,56 +39,10 @@ func (f *cancelFailStore) Append(ctx context.Context, evs ...Event) error {
 	return f.MemoryStore.Append(ctx, evs...)
 }
 
-// A fire's record is reused only once every event of its chain has left
-// the recorder's queue: while one fire of a pass waits for a retry, no
-// record of that pass is handed back, and Resume's view of the queue
-// (pending) still builds the waiting event from it.
-func TestFireRecordsAreReusedOnlyOnceTheirWholeChainIsRecorded(t *testing.T) {
-	mock := newMockAtT0()
-	store := &cancelFailStore{MemoryStore: NewMemoryStore(), id: "b"}
-	w := New(WithClock(mock), WithStore(store))
-	defer func() { _ = w.Close(context.Background()) }()
-	var mu sync.Mutex
-	var reused []*fireRecord
-	w.rec.recycle = func(f *fireRecord) { // the recorder goroutine; read after Check
-		mu.Lock()
-		reused = append(reused, f)
-		mu.Unlock()
-		w.stash.recycle(f)
-	}
-	ctx := context.Background()
-	for _, id := range []string{"a", "b", "c"} {
-		_, err := w.Start(ctx, id, mock.Now(), Policy{WallClock: time.Second})
-		require.NoError(t, err)
-	}
-	mock.Add(time.Second + time.Millisecond) // one pass fires all three: one chain
-	require.NoError(t, w.Check(ctx))
-
-	mu.Lock()
-	require.Empty(t, reused, "b's cancel is still queued: no record of the chain may be reused")
-	mu.Unlock()
-	pending := w.rec.pending("b")
-	require.Len(t, pending, 1)
-	require.Equal(t, KindCancel, pending[0].Kind)
-	require.Equal(t, "b", pending[0].AggregateID)
-	require.Empty(t, w.rec.pending("a"))
-
-	mock.Add(DefaultRetryMin)
-	require.NoError(t, w.Check(ctx))
-	mu.Lock()
-	require.Len(t, reused, 3, "the chain is recorded: its three records are reused")
-	mu.Unlock()
-	require.Empty(t, w.rec.pending("b"))
-	evs, err := store.Load(ctx, "b")
-	require.NoError(t, err)
-	require.Len(t, evs, 3)
-	require.Equal(t, evs[1].ID, evs[2].DecidedByDecisionID)
-}
-
-// Close expands a partly recorded chain of fires: it retries exactly the
-// events still queued (b's cancel, not its decision, nor a's or c's events)
+// Close retries exactly the events of fires still queued (b's cancel, not
+// its decision, nor a's or c's events)
 // and names the one it could not record.
-func TestCloseRetriesOnlyTheUnrecordedEventsOfAPartlyRecordedChain(t *testing.T) {
+func TestCloseRetriesOnlyTheUnrecordedEventsOfFires(t *testing.T) {
 	mock := newMockAtT0()
 	store := &cancelFailStore{MemoryStore: NewMemoryStore(), id: "b", always: true}
 	w := New(WithClock(mock), WithStore(store))
@@ -97,7 +51,7 @@ func TestCloseRetriesOnlyTheUnrecordedEventsOfAPartlyRecordedChain(t *testing.T)
 		_, err := w.Start(ctx, id, mock.Now(), Policy{WallClock: time.Second})
 		require.NoError(t, err)
 	}
-	mock.Add(time.Second + time.Millisecond) // one chain of three fires
+	mock.Add(time.Second + time.Millisecond) // one pass fires all three
 	require.NoError(t, w.Check(ctx))
 
 	err := w.Close(ctx)
@@ -110,7 +64,7 @@ func TestCloseRetriesOnlyTheUnrecordedEventsOfAPartlyRecordedChain(t *testing.T)
 	}
 }
 
-// Fires decided in one pass are queued together (a chain of records). When
+// Fires decided in one pass are queued together . When
 // the store fails one session's cancel event, only that session backs off:
 // the others' events are recorded at once, the failed session keeps its
 // order (its decision once, then its cancel on retry), and a Resume in

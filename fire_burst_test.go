@@ -12,15 +12,11 @@ import (
 	"github.com/sessionwatchdog/watchdog"
 )
 
-// A fire's record (what its decision and cancel events are built from) is
-// reused once both events are recorded, while the session keeps only its
-// verdict. Over several bursts of fires, each reusing the records of the
-// one before, every recorded event and every kept verdict must still be
-// the session's own: a record reused without being cleared (its chain
-// link, its progress) would show up as an event naming another session or
-// an event missing. (An early reuse, with events still queued, is
-// TestFireRecordsAreReusedOnlyOnceTheirWholeChainIsRecorded.)
-func TestReusedFireRecordsNeverMixUpSessionsEventsOrVerdicts(t *testing.T) {
+// Over several bursts of fires, every kept verdict (the context's cause)
+// and every recorded decision and cancel event is the session's own, and
+// they agree with each other: an event naming another session, or one
+// missing, would show a fire's facts mixed up on their way to the recorder.
+func TestEveryFireOfABurstKeepsItsOwnVerdictAndEvents(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
 	w := newWatchdog(t, mock, store)
@@ -29,7 +25,7 @@ func TestReusedFireRecordsNeverMixUpSessionsEventsOrVerdicts(t *testing.T) {
 	var sessions []*watchdog.Session
 	for r := range rounds {
 		for i := range perRound {
-			budget := time.Duration(i/37+1) * time.Millisecond // 37 fires per pass: one chain of records each
+			budget := time.Duration(i/37+1) * time.Millisecond // 37 fires per pass
 			s, err := w.Start(ctx, fmt.Sprintf("s%d-%d", r, i), mock.Now(), watchdog.Policy{WallClock: budget})
 			require.NoError(t, err)
 			sessions = append(sessions, s)
@@ -48,6 +44,6 @@ func TestReusedFireRecordsNeverMixUpSessionsEventsOrVerdicts(t *testing.T) {
 		require.Equal(t, ve.FiredAt, cancel.FiredAt, s.ID())
 		require.Equal(t, ve.Budget.Seconds(), cancel.LimitSeconds, s.ID())
 		require.Equal(t, ve.Budget.Seconds(), dec.LimitSeconds, s.ID())
-		require.Len(t, ve.Evidence, len(dec.EvidenceSummary), s.ID())
+		require.Len(t, dec.EvidenceSummary, 4, s.ID())
 	}
 }

@@ -1,0 +1,333 @@
+// Package record appends a Watchdog's events to its store on a goroutine of
+// their own, so that a slow or failing store never delays a verdict.
+//
+// Items are queued in order and expanded into events when they are
+// appended (a fire queues one item that stands for its decision and cancel
+// events, built off the scheduler goroutine). Each item belongs to a lane
+// (its session): when an append fails, that lane backs off on the clock and
+// keeps its order, while the other lanes go on. Nothing is dropped except
+// events the store refuses for good.
+package record
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"go.uber.org/zap"
+)
+
+// Outcome classifies an append's error.
+type Outcome int
+
+const (
+	// Retry: a transient failure; the lane backs off.
+	Retry Outcome = iota
+	// Dropped: refused for good, as intended (a lost terminal race).
+	Dropped
+	// Refused: refused for good; reported by Close.
+	Refused
+)
+
+// Clock is the recorder's time source (retries).
+type Clock interface {
+	Now() time.Time
+	AfterFunc(d time.Duration, f func()) *clock.Timer
+}
+
+// Config holds the recorder's collaborators. Every func is required but
+// Recorded.
+type Config[T, E any] struct {
+	// Append appends one event.
+	Append func(ctx context.Context, e E) error
+	// Expand appends item t's events, in order, to dst.
+	Expand func(dst []E, t *T) []E
+	// Lane is item t's lane (its session).
+	Lane func(t *T) string
+	// Classify sorts a failed append's error.
+	Classify func(err error) Outcome
+	// Name names an event in logs and in Close's error.
+	Name func(e E) string
+	// Recorded is called after each event the store recorded (optional).
+	Recorded func(e E)
+
+	Clock              Clock
+	Log                *zap.Logger
+	RetryMin, RetryMax time.Duration
+}
+
+// slot is a queued item and how many of its events are recorded.
+type slot[T any] struct {
+	v    T
+	done int
+}
+
+// Recorder is the queue and its goroutine. Push, Pending and Barrier are
+// safe for concurrent use; Run is the goroutine.
+type Recorder[T, E any] struct {
+	c Config[T, E]
+	Worker
+
+	mu      sync.Mutex
+	q       queue[slot[T]]
+	lanes   map[string]*lane // lanes backing off after a failed append
+	refused []error
+
+	ctx    context.Context // passed to Append; cancelled when Close gives up
+	cancel context.CancelFunc
+
+	// owned by the recorder goroutine
+	timer    *clock.Timer
+	batch    []*slot[T]
+	at       []int
+	progress []progress
+	events   []E
+}
+
+type lane struct {
+	attempts int
+	lastErr  error
+	retryAt  time.Time
+}
+
+type progress struct {
+	pos, done int
+	all       bool
+}
+
+// batchLen is how many items a drain takes per round trip on the lock.
+const batchLen = 64
+
+// New returns a recorder; start its goroutine with Run.
+func New[T, E any](c Config[T, E]) *Recorder[T, E] {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Recorder[T, E]{c: c, Worker: NewWorker(), lanes: make(map[string]*lane), ctx: ctx, cancel: cancel}
+}
+
+// Push queues items, in order. It never blocks on the store: callers may
+// hold their own lock (which is then always taken before the recorder's).
+func (r *Recorder[T, E]) Push(items ...T) {
+	r.mu.Lock()
+	for i := range items {
+		r.q.push(slot[T]{v: items[i]})
+	}
+	r.mu.Unlock()
+	r.Poke()
+}
+
+// Pending returns the events of lane's items not recorded yet, in order.
+func (r *Recorder[T, E]) Pending(lane string) []E {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []E
+	for i := r.q.head; i < r.q.end; i++ {
+		s := r.q.at(i)
+		if r.c.Lane(&s.v) == lane {
+			n := len(out)
+			out = r.c.Expand(out, &s.v)
+			out = append(out[:n], out[n+s.done:]...)
+		}
+	}
+	return out
+}
+
+// Run is the recorder goroutine; it returns when Close is called.
+func (r *Recorder[T, E]) Run() { r.Loop(r.drain) }
+
+// ready reports whether lane's items may be attempted at now. Only the
+// recorder goroutine writes lanes; others read them under mu.
+func (r *Recorder[T, E]) ready(lane string, now time.Time) bool {
+	l := r.lanes[lane]
+	return l == nil || !now.Before(l.retryAt)
+}
+
+// drain attempts, in order, the items of every lane that is not backing
+// off, a batch per round trip on the lock, then arms the retry timer.
+func (r *Recorder[T, E]) drain() {
+	now := r.c.Clock.Now()
+	r.mu.Lock()
+	i := r.q.head
+	r.mu.Unlock()
+	for {
+		// Items below end are written before they are pushed and moved
+		// only by this goroutine: they are read after unlocking, through
+		// pointers taken under the lock (a push may grow the chunk list).
+		r.mu.Lock()
+		r.batch, r.at = r.batch[:0], r.at[:0]
+		for ; i < r.q.end && len(r.batch) < batchLen; i++ {
+			if s := r.q.at(i); len(r.lanes) == 0 || r.ready(r.c.Lane(&s.v), now) {
+				r.batch, r.at = append(r.batch, s), append(r.at, i)
+			}
+		}
+		r.mu.Unlock()
+		if len(r.batch) == 0 {
+			break
+		}
+		r.progress = r.progress[:0]
+		for k, s := range r.batch {
+			pos := r.at[k]
+			id := r.c.Lane(&s.v)
+			if len(r.lanes) > 0 && !r.ready(id, now) {
+				continue // an earlier item of its lane failed: keep the order
+			}
+			r.events = r.c.Expand(r.events[:0], &s.v)
+			done := s.done
+			for done < len(r.events) && r.attempt(id, r.events[done], false) {
+				done++
+			}
+			clear(r.events)
+			if done > s.done {
+				r.progress = append(r.progress, progress{pos, done, done == len(r.events)})
+			}
+		}
+		clear(r.batch)
+		r.mu.Lock()
+		for _, p := range r.progress {
+			s := r.q.at(p.pos)
+			s.done = p.done
+			if l := r.lanes[r.c.Lane(&s.v)]; l != nil && !now.Before(l.retryAt) {
+				delete(r.lanes, r.c.Lane(&s.v)) // it moved, and nothing of it failed since
+			}
+		}
+		for _, p := range r.progress {
+			if p.all {
+				// Removing a position moves only the items before it, so
+				// the later positions of the batch still hold.
+				r.q.remove(p.pos)
+			}
+		}
+		r.mu.Unlock()
+	}
+	r.mu.Lock()
+	r.q.compact()
+	r.mu.Unlock()
+	r.armRetry()
+}
+
+// attempt appends e, of lane lid. It reports whether e left the queue (recorded, or
+// refused for good). On a transient failure e's lane backs off.
+func (r *Recorder[T, E]) attempt(lid string, e E, final bool) bool {
+	err := r.c.Append(r.ctx, e)
+	if err == nil {
+		if r.c.Recorded != nil {
+			r.c.Recorded(e)
+		}
+		return true
+	}
+	switch r.c.Classify(err) {
+	case Dropped:
+		r.c.Log.Info("watchdog: window already decided elsewhere; event not recorded twice",
+			zap.String("event", r.c.Name(e)), zap.Error(err))
+		return true
+	case Refused:
+		r.c.Log.Error("watchdog: store refused event", zap.String("event", r.c.Name(e)), zap.Error(err))
+		r.mu.Lock()
+		r.refused = append(r.refused, fmt.Errorf("%s: %w", r.c.Name(e), err))
+		r.mu.Unlock()
+		return true
+	}
+	r.mu.Lock()
+	l := r.lanes[lid]
+	if l == nil {
+		l = &lane{}
+		r.lanes[lid] = l
+	}
+	l.attempts++
+	l.lastErr = err
+	d := r.c.RetryMin << min(l.attempts-1, 30)
+	if d <= 0 || d > r.c.RetryMax {
+		d = r.c.RetryMax
+	}
+	l.retryAt = r.c.Clock.Now().Add(d)
+	attempts := l.attempts
+	r.mu.Unlock()
+	if !final {
+		r.c.Log.Warn("watchdog: append failed; will retry", zap.String("event", r.c.Name(e)),
+			zap.Int("attempts", attempts), zap.Duration("retry_in", d), zap.Error(err))
+	}
+	return false
+}
+
+// armRetry arms one clock timer for the earliest lane backing off.
+func (r *Recorder[T, E]) armRetry() {
+	r.mu.Lock()
+	var earliest time.Time
+	for _, l := range r.lanes {
+		if earliest.IsZero() || l.retryAt.Before(earliest) {
+			earliest = l.retryAt
+		}
+	}
+	r.mu.Unlock()
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+	if !earliest.IsZero() {
+		r.timer = r.c.Clock.AfterFunc(max(earliest.Sub(r.c.Clock.Now()), 0), r.Poke)
+	}
+}
+
+// Close stops the goroutine, then makes one last attempt at every pending
+// event in order, ignoring backoff (a lane whose append fails keeps its
+// later events), until ctx ends; an Append blocked past ctx's end is
+// cancelled. It returns an error wrapping notRecorded that names every
+// event it could not record, joined with the refusals.
+func (r *Recorder[T, E]) Close(ctx context.Context, notRecorded error) error {
+	stopCancel := context.AfterFunc(ctx, r.cancel) // unblocks a hung Append
+	defer stopCancel()
+	defer r.cancel()
+	r.Stop()
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+	type pendingEvent struct {
+		lane string
+		e    E
+	}
+	r.mu.Lock()
+	var pend []pendingEvent
+	for i := r.q.head; i < r.q.end; i++ {
+		s := r.q.at(i)
+		id := r.c.Lane(&s.v)
+		evs := r.c.Expand(nil, &s.v)
+		for _, e := range evs[s.done:] {
+			pend = append(pend, pendingEvent{id, e})
+		}
+	}
+	r.q = queue[slot[T]]{}
+	lanes := r.lanes
+	r.lanes = make(map[string]*lane)
+	r.mu.Unlock()
+	var lost []string
+	var lastErr error
+	failed := map[string]bool{}
+	for _, p := range pend {
+		if ctx.Err() == nil && !failed[p.lane] && r.attempt(p.lane, p.e, true) {
+			continue
+		}
+		failed[p.lane] = true
+		lost = append(lost, r.c.Name(p.e))
+		if l := r.lanes[p.lane]; l != nil && l.lastErr != nil {
+			lastErr = l.lastErr
+		} else if l := lanes[p.lane]; l != nil && l.lastErr != nil {
+			lastErr = l.lastErr
+		}
+	}
+	if lastErr == nil {
+		lastErr = ctx.Err()
+	}
+	sort.Strings(lost)
+	r.mu.Lock()
+	errs := append([]error(nil), r.refused...)
+	r.mu.Unlock()
+	if len(lost) > 0 {
+		errs = append(errs, fmt.Errorf("%w: %d event(s): %s: last error: %w", notRecorded, len(lost), strings.Join(lost, "; "), lastErr))
+	}
+	return errors.Join(errs...)
+}

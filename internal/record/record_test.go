@@ -1,0 +1,159 @@
+package record
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+)
+
+// ev is a test event: an id and a lane.
+type ev struct{ id, lane string }
+
+// orderStore records the ids it accepts and fails the ids in fail as many
+// times as told; ids starting with "bad" are refused for good.
+type orderStore struct {
+	mu   sync.Mutex
+	got  []string
+	fail map[string]int
+}
+
+var errBad = errors.New("bad event")
+
+func (s *orderStore) append(_ context.Context, e ev) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if strings.HasPrefix(e.id, "bad") {
+		return errBad
+	}
+	if s.fail[e.id] > 0 {
+		s.fail[e.id]--
+		return errors.New("transient")
+	}
+	s.got = append(s.got, e.id)
+	return nil
+}
+
+func (s *orderStore) ids(prefix string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, id := range s.got {
+		if strings.HasPrefix(id, prefix) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// item is a queued test item: one or two events of one lane.
+type item struct{ evs []ev }
+
+func newTestRecorder(st *orderStore, mock *clock.Mock) *Recorder[item, ev] {
+	return New(Config[item, ev]{
+		Append: st.append,
+		Expand: func(dst []ev, t *item) []ev { return append(dst, t.evs...) },
+		Lane:   func(t *item) string { return t.evs[0].lane },
+		Classify: func(err error) Outcome {
+			if errors.Is(err, errBad) {
+				return Refused
+			}
+			return Retry
+		},
+		Name:     func(e ev) string { return e.id },
+		Clock:    mock,
+		Log:      zap.NewNop(),
+		RetryMin: 100 * time.Millisecond,
+		RetryMax: time.Second,
+	})
+}
+
+func one(id, lane string) item { return item{evs: []ev{{id, lane}}} }
+
+// A drain that recorded a lane's event and then failed the next one in the
+// same batch must not clear the lane's backoff: its later events would go
+// ahead of the failed one (A3 before A2) with no retry armed for it.
+func TestALaneKeepsItsOrderAndBackoffWhenALaterEventOfTheBatchFails(t *testing.T) {
+	mock := clock.NewMock()
+	st := &orderStore{fail: map[string]int{"A2": 1}}
+	r := newTestRecorder(st, mock)
+	for i := range batchLen - 2 { // A1 and A2 end the first batch, A3 starts the next
+		r.Push(one(fmt.Sprintf("X%d", i), fmt.Sprintf("x%d", i)))
+	}
+	r.Push(one("A1", "a"), one("A2", "a"), one("A3", "a"))
+
+	r.drain() // the goroutine is not started: drain runs here
+	require.Equal(t, []string{"A1"}, st.ids("A"), "A2 failed: A3 waits behind it")
+	require.NotNil(t, r.lanes["a"], "lane a backs off after A2 failed")
+	require.NotNil(t, r.timer, "a retry is armed")
+
+	mock.Add(time.Hour) // past the backoff
+	r.drain()
+	require.Equal(t, []string{"A1", "A2", "A3"}, st.ids("A"))
+	require.Empty(t, r.lanes)
+}
+
+// A lane's failed attempts are kept until one of its events is recorded, so
+// the backoff doubles from the min up to the max.
+func TestBackoffDoublesAfterEachFailedRetry(t *testing.T) {
+	mock := clock.NewMock()
+	st := &orderStore{fail: map[string]int{"A1": 3}}
+	r := newTestRecorder(st, mock)
+	r.Push(one("A1", "a"), one("A2", "a"))
+
+	for k, wait := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+		r.drain() // fails A1
+		require.Empty(t, st.ids(""))
+		require.Equal(t, 2-k, st.fail["A1"], "attempt %d made", k+1)
+		require.Equal(t, mock.Now().Add(wait), r.lanes["a"].retryAt, "the next retry is %v away", wait)
+		mock.Add(wait - time.Nanosecond)
+		r.drain() // still backing off: nothing attempted
+		require.Equal(t, 2-k, st.fail["A1"], "no attempt during the backoff")
+		mock.Add(time.Nanosecond)
+	}
+	r.drain() // the fourth attempt succeeds; A2 follows
+	require.Equal(t, []string{"A1", "A2"}, st.ids(""))
+	require.Empty(t, r.lanes, "recorded: the backoff is over")
+}
+
+// An item of several events that is partly recorded keeps its place: only
+// its unrecorded events are pending, retried and, at Close, named.
+func TestAPartlyRecordedItemRetriesOnlyItsUnrecordedEvents(t *testing.T) {
+	mock := clock.NewMock()
+	st := &orderStore{fail: map[string]int{"B2": 100}}
+	r := newTestRecorder(st, mock)
+	r.Push(item{evs: []ev{{"A1", "a"}, {"A2", "a"}}}, item{evs: []ev{{"B1", "b"}, {"B2", "b"}}}, one("B3", "b"), one("C1", "c"))
+	r.drain()
+	require.Equal(t, []string{"A1", "A2", "B1", "C1"}, st.ids(""))
+	require.Equal(t, []ev{{"B2", "b"}, {"B3", "b"}}, r.Pending("b"))
+	require.Empty(t, r.Pending("a"))
+
+	go r.Run()
+	notRecorded := errors.New("not recorded")
+	err := r.Close(context.Background(), notRecorded)
+	require.ErrorIs(t, err, notRecorded)
+	require.Contains(t, err.Error(), "2 event(s): B2; B3")
+	require.Equal(t, []string{"A1", "A2", "B1", "C1"}, st.ids(""))
+}
+
+// An event the store refuses for good leaves the queue at once, the lane's
+// later events follow, and Close reports the refusal.
+func TestARefusedEventIsDroppedAndReportedByClose(t *testing.T) {
+	mock := clock.NewMock()
+	st := &orderStore{}
+	r := newTestRecorder(st, mock)
+	r.Push(one("bad1", "a"), one("A2", "a"))
+	go r.Run()
+	require.NoError(t, r.Barrier(context.Background()))
+	require.Equal(t, []string{"A2"}, st.ids(""))
+	err := r.Close(context.Background(), errors.New("not recorded"))
+	require.ErrorIs(t, err, errBad)
+	require.Contains(t, err.Error(), "bad1")
+}
