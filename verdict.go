@@ -38,7 +38,14 @@ func (w *Watchdog) recordLocked(ef *effects, e Event) {
 		en.seq = w.ids.Next()
 	}
 	ef.events = append(ef.events, en)
+	if len(ef.events) == flushLen {
+		w.flushLocked(ef)
+	}
 }
+
+// flushLen is how many events a step under w.mu gathers before it hands
+// them to the recorder, so that a storm of fires never builds a long list.
+const flushLen = 64
 
 // flushLocked hands ef's events to the recorder, in one round trip on its
 // lock. Called with w.mu held, so that events leave in the order in which
@@ -146,6 +153,9 @@ func (w *Watchdog) fireDefaultLocked(s *Session, sn decide.Snapshot, v decide.Ve
 		en.facts.more = append([]decide.Channel(nil), sn.Channels[len(en.facts.chs):]...)
 	}
 	ef.events = append(ef.events, en)
+	if len(ef.events) == flushLen {
+		w.flushLocked(ef)
+	}
 	w.endWindowLocked(s, nil)
 	ef.cancels = append(ef.cancels, cancellation{s: s, cancel: s.cancel, cause: (*firedCause)(s)})
 }

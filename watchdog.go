@@ -165,8 +165,14 @@ func New(opts ...Option) *Watchdog {
 		done:       make(chan struct{}),
 	}
 	w.act = newActor(w)
+	var one [1]Event // Append's argument: the recorder appends from one goroutine at a time
 	w.rec = record.New(record.Config[entry, Event]{
-		Append:   func(ctx context.Context, e Event) error { return w.store.Append(ctx, e) },
+		Append: func(ctx context.Context, e Event) error {
+			one[0] = e
+			err := w.store.Append(ctx, one[:]...)
+			one[0] = Event{}
+			return err
+		},
 		Expand:   w.entryEvents,
 		Lane:     entryLane,
 		Classify: classifyAppendError,
