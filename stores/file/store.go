@@ -84,7 +84,8 @@ type windowKey struct {
 // Open it with Open and release it with Close. Reopening a file resumes
 // exactly where it was: seq continues and the terminal events of every
 // session window are known again. One Store at a time may have the file
-// open: Open takes an exclusive advisory lock (flock) on Unix.
+// open: Open takes an exclusive advisory lock (flock) on Linux, macOS and
+// the BSDs.
 //
 // Durability follows the SyncPolicy (default SyncEveryAppend). A batch is
 // atomic within the process: a refused batch writes nothing. It is written
@@ -126,9 +127,10 @@ var fileWrite = func(f *os.File, b []byte) (int, error) { return f.Write(b) }
 // An empty path or an unknown SyncPolicy is an error wrapping
 // watchdog.ErrInvalidArgument.
 //
-// Open may be called from any goroutine. On Unix it returns an error when
-// the file is already open through another Store, in this process or
-// another; elsewhere the caller must make sure that it is not.
+// Open may be called from any goroutine. On Linux, macOS and the BSDs it
+// returns an error when the file is already open through another Store, in
+// this process or another; elsewhere the caller must make sure that it is
+// not.
 func Open(path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, fmt.Errorf("%w: empty file store path", watchdog.ErrInvalidArgument)
