@@ -52,7 +52,7 @@
 //
 // Events go through an EventStore on the Watchdog's recorder goroutine: a
 // slow or failing store delays the record, never the verdict, and Close
-// reports what it could not record. MemoryStore is the default, FileStore is
+// reports what it could not record. MemoryStore is the default, the stores/file package is
 // a durable JSON Lines log, and the stores/postgres module serves fleets. The
 // store arbitrates terminal events, so exactly one cancel per window holds
 // across Watchdogs and processes; Follow lets another component exit when the

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/stores/file"
 )
 
 // policy: a 1.5 s window, per-phase budgets and a per-iteration budget.
@@ -132,7 +133,7 @@ func newWatchdog(logPath string) (*watchdog.Watchdog, func(), error) {
 	if _, err := os.Stat(logPath); err == nil {
 		return nil, nil, fmt.Errorf("event log %s already exists: give a new path (the example's session ids are fixed)", logPath)
 	}
-	store, err := watchdog.OpenFileStore(logPath)
+	store, err := file.Open(logPath)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,4 +1,4 @@
-package watchdog
+package file
 
 import (
 	"bytes"
@@ -7,13 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sessionwatchdog/watchdog"
 )
 
-// FuzzDecodeLine feeds arbitrary bytes to the FileStore's line decoder
+// FuzzDecodeLine feeds arbitrary bytes to the Store's line decoder
 // (seed corpus in testdata/fuzz/FuzzDecodeLine). It must never panic, and a
 // line it accepts must re-encode to a line that decodes to the same event.
 //
-//	go test -run '^$' -fuzz FuzzDecodeLine -fuzztime 30s .
+//	go test -run '^$' -fuzz FuzzDecodeLine -fuzztime 30s ./stores/file
 func FuzzDecodeLine(f *testing.F) {
 	f.Add([]byte(`{"event_id":"e1","seq":1,"aggregate_type":"runtime_control","aggregate_id":"s","event_kind":"runtime.watchdog.start","window":1,"session_started_at":"2026-05-23T09:00:00Z","window_started_at":"2026-05-23T09:00:00Z","occurred_at":"2026-05-23T09:00:00Z","elapsed_seconds":0,"configured_budget_seconds":10}`))
 	f.Add([]byte(`{"event_id":"e2","seq":2,"aggregate_id":"s","event_kind":"runtime.watchdog.cancel","window":1,"x_new":{"a":[1,2]}}`))
@@ -51,10 +53,10 @@ func FuzzDecodeLine(f *testing.F) {
 	})
 }
 
-// FuzzOpenFileStore writes arbitrary bytes as a store file and opens it. It
-// must never panic: it either refuses the file with a *FileCorruptError, or
+// FuzzOpen writes arbitrary bytes as a store file and opens it. It
+// must never panic: it either refuses the file with a *CorruptError, or
 // opens it (truncating at most a torn last line) as a usable store.
-func FuzzOpenFileStore(f *testing.F) {
+func FuzzOpen(f *testing.F) {
 	good := `{"event_id":"e1","seq":1,"aggregate_id":"s","event_kind":"runtime.watchdog.start","window":1}` + "\n"
 	f.Add([]byte(good))
 	f.Add([]byte(good + `{"event_id":"e2","seq":2,"aggregate_id":"s","event_kind":"runtime.watchdog.cancel","window":1}` + "\n"))
@@ -67,11 +69,11 @@ func FuzzOpenFileStore(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s, err := OpenFileStore(path, WithFileSync(SyncOnClose))
+		s, err := Open(path, WithSync(SyncOnClose))
 		if err != nil {
-			var ce *FileCorruptError
+			var ce *CorruptError
 			if !errors.As(err, &ce) || ce.Line < 1 || ce.Path != path {
-				t.Fatalf("open: %v, want a *FileCorruptError naming a line", err)
+				t.Fatalf("open: %v, want a *CorruptError naming a line", err)
 			}
 			return
 		}
@@ -87,7 +89,7 @@ func FuzzOpenFileStore(f *testing.F) {
 			t.Fatal("bytes removed without a TornTail report")
 		}
 		ctx := context.Background()
-		e := Event{ID: "fuzz-new-event", AggregateID: "fuzz-agg", Kind: KindStart, Window: 1}
+		e := watchdog.Event{ID: "fuzz-new-event", AggregateID: "fuzz-agg", Kind: watchdog.KindStart, Window: 1}
 		if err := s.Append(ctx, e); err != nil {
 			t.Fatalf("append after open: %v", err)
 		}

@@ -1,4 +1,4 @@
-package watchdog_test
+package file_test
 
 import (
 	"context"
@@ -7,17 +7,18 @@ import (
 	"path/filepath"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/stores/file"
 )
 
-// A FileStore keeps a session's events across restarts: a later process
-// reopens the file and finds them, with their seq.
-func ExampleOpenFileStore() {
+// A Store keeps a session's events across restarts: a later process reopens
+// the file and finds them, with their seq.
+func ExampleOpen() {
 	dir, _ := os.MkdirTemp("", "watchdog-example")
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "events.jsonl")
 	ctx := context.Background()
 
-	store, err := watchdog.OpenFileStore(path) // fsync on every append
+	store, err := file.Open(path) // fsync on every append
 	if err != nil {
 		panic(err)
 	}
@@ -28,9 +29,9 @@ func ExampleOpenFileStore() {
 	fmt.Println(res.StopReasonCode)
 
 	// The next process:
-	store, err = watchdog.OpenFileStore(path)
+	store, err = file.Open(path)
 	if err != nil {
-		panic(err) // a *FileCorruptError names the bad line
+		panic(err) // a *file.CorruptError names the bad line
 	}
 	defer store.Close()
 	fmt.Println("torn tail repaired:", store.TornTail() != nil)

@@ -1,4 +1,4 @@
-package watchdog
+package file
 
 import (
 	"bufio"
@@ -13,12 +13,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sessionwatchdog/watchdog"
 )
 
 // The crash test re-executes the test binary as a child process that appends
-// to a FileStore and is killed with SIGKILL. The child prints each event id
+// to a Store and is killed with SIGKILL. The child prints each event id
 // after its Append returned; the parent checks that every such event
-// survives the next OpenFileStore, and that a torn last line is truncated.
+// survives the next Open, and that a torn last line is truncated.
 const (
 	crashEnvPath = "WATCHDOG_FILESTORE_CRASH_PATH"
 	crashEnvMode = "WATCHDOG_FILESTORE_CRASH_MODE"
@@ -31,7 +33,7 @@ func crashChild() {
 	if mode == "loop-fsync" {
 		policy = SyncEveryAppend
 	}
-	s, err := OpenFileStore(path, WithFileSync(policy))
+	s, err := Open(path, WithSync(policy))
 	if err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(3)
@@ -55,9 +57,9 @@ func crashChild() {
 	}
 	blob, _ := json.Marshal(strings.Repeat("x", 256<<10)) // 256 KiB lines: a write(2) of some length
 	for i := 0; ; i++ {
-		e := Event{
-			ID: fmt.Sprintf("r%s-e%d", round, i), AggregateType: AggregateType, AggregateID: "crash",
-			Kind: KindResume, Window: 1, SessionStartedAt: time.Unix(0, 0).UTC(),
+		e := watchdog.Event{
+			ID: fmt.Sprintf("r%s-e%d", round, i), AggregateType: watchdog.AggregateType, AggregateID: "crash",
+			Kind: watchdog.KindResume, Window: 1, SessionStartedAt: time.Unix(0, 0).UTC(),
 			Extra: map[string]json.RawMessage{"x_blob": blob},
 		}
 		if err := s.Append(context.Background(), e); err != nil {
@@ -113,7 +115,7 @@ func runCrashChild(t *testing.T, path, mode string, round int, kill func(line st
 // is there, in order, and that the file now ends on a complete line.
 func checkAfterCrash(t *testing.T, path string, acked []string, crashes int) *TornTail {
 	t.Helper()
-	s, err := OpenFileStore(path)
+	s, err := Open(path)
 	if err != nil {
 		t.Fatalf("reopen after SIGKILL: %v", err)
 	}

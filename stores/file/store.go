@@ -1,4 +1,4 @@
-package watchdog
+package file
 
 import (
 	"bufio"
@@ -15,60 +15,16 @@ import (
 	"unicode/utf8"
 
 	"go.uber.org/zap"
+
+	"github.com/sessionwatchdog/watchdog"
 )
 
-// SyncPolicy says when a FileStore calls fsync(2) on its file. The zero value
-// is SyncEveryAppend, the safe default.
-type SyncPolicy int
-
-const (
-	// SyncEveryAppend fsyncs the file after every Append, before Append
-	// returns: an event whose Append returned nil survives a process crash,
-	// a kernel crash and a power loss. It is the default (the zero value).
-	SyncEveryAppend SyncPolicy = iota
-	// SyncOnClose writes each Append to the file (write(2) only) before
-	// Append returns, and fsyncs only in Close. An acknowledged event
-	// survives the process being killed (the kernel holds it), but the last
-	// events before a kernel crash or power loss may be lost. Appends are
-	// one to two orders of magnitude faster; see the README's benchmarks.
-	SyncOnClose
-)
-
-// String returns the policy's name.
-func (p SyncPolicy) String() string {
-	switch p {
-	case SyncEveryAppend:
-		return "every-append"
-	case SyncOnClose:
-		return "on-close"
-	}
-	return fmt.Sprintf("SyncPolicy(%d)", int(p))
-}
-
-// FileStoreOption configures OpenFileStore.
-type FileStoreOption func(*fileStoreConfig)
-
-type fileStoreConfig struct {
-	sync SyncPolicy
-	log  *zap.Logger
-}
-
-// WithFileSync sets the FileStore's fsync policy. Default SyncEveryAppend.
-func WithFileSync(p SyncPolicy) FileStoreOption {
-	return func(c *fileStoreConfig) { c.sync = p }
-}
-
-// WithFileLogger sets the logger the FileStore reports to: a torn last line
-// repaired by OpenFileStore is logged as a warning. Default: no logging
-// (zap.NewNop); the repair is also reported by FileStore.TornTail.
-func WithFileLogger(l *zap.Logger) FileStoreOption {
-	return func(c *fileStoreConfig) { c.log = l }
-}
-
-// TornTail describes an incomplete last line that OpenFileStore found and
-// truncated: the bytes a process wrote before it died in the middle of an
-// Append. No complete line (no event whose Append returned nil) is ever
-// part of it.
+// TornTail describes an incomplete last line that Open found and truncated:
+// the bytes a process wrote before it died in the middle of an Append. No
+// complete line (no event whose Append returned nil) is ever part of it.
+// Open fills it in and nothing changes it afterwards, so it may be read from
+// any goroutine. A Store that needed no repair reports a nil *TornTail; the
+// zero value describes no repair.
 type TornTail struct {
 	// Path is the store's file.
 	Path string
@@ -85,12 +41,13 @@ func (t *TornTail) String() string {
 	return fmt.Sprintf("%s:%d: torn last line (%d bytes at offset %d, no trailing newline) truncated", t.Path, t.Line, t.Bytes, t.Offset)
 }
 
-// FileCorruptError is returned by OpenFileStore when a complete line of the
-// file (one that ends with a newline) is not a valid event: unparsable JSON,
-// an invalid event, a seq that does not increase, a repeated event_id, or a
+// CorruptError is returned by Open when a complete line of the file (one
+// that ends with a newline) is not a valid event: unparsable JSON, an
+// invalid event, a seq that does not increase, a repeated event_id, or a
 // second terminal event for a session window. The store never skips such a
-// line: repair or move the file by hand. Read it with errors.As.
-type FileCorruptError struct {
+// line and leaves the file untouched: repair or move it by hand. Read it
+// with errors.As. Open fills in every field; the zero value names no line.
+type CorruptError struct {
 	// Path is the store's file.
 	Path string
 	// Line is the 1-based line number of the bad line.
@@ -102,38 +59,47 @@ type FileCorruptError struct {
 }
 
 // Error names the file, the line and the problem.
-func (e *FileCorruptError) Error() string {
+func (e *CorruptError) Error() string {
 	return fmt.Sprintf("watchdog: file store %s:%d (offset %d): corrupt line: %v", e.Path, e.Line, e.Offset, e.Err)
 }
 
 // Unwrap returns what is wrong with the line.
-func (e *FileCorruptError) Unwrap() error { return e.Err }
+func (e *CorruptError) Unwrap() error { return e.Err }
 
-// FileStore is an EventStore that appends events to one file in JSON Lines
-// format: one event per line, each the event's JSON (as Event.MarshalJSON
-// writes it, compacted, with its seq) followed by a newline, in append order.
-// The file is created with mode 0600 (an existing file keeps its mode) and
-// only ever appended to. It implements
-// Subscriber, with in-process subscriptions that never block Append.
+// windowKey names one session window: the store arbitrates one terminal
+// event per key.
+type windowKey struct {
+	id     string
+	window int
+}
+
+// Store is a watchdog.EventStore that appends events to one file in JSON
+// Lines format: one event per line, each the event's JSON (as
+// watchdog.Event.MarshalJSON writes it, compacted, with its seq) followed by
+// a newline, in append order. The file is created with mode 0600 (an
+// existing file keeps its mode) and only ever appended to. It implements
+// watchdog.Subscriber, with in-process subscriptions that never block
+// Append.
 //
-// Open it with OpenFileStore and release it with Close. Reopening a file
-// resumes exactly where it was: seq continues and the terminal events of every
-// session window are known again. One process at a time may have the file
-// open: OpenFileStore takes an exclusive advisory lock (flock) on Unix.
+// Open it with Open and release it with Close. Reopening a file resumes
+// exactly where it was: seq continues and the terminal events of every
+// session window are known again. One Store at a time may have the file
+// open: Open takes an exclusive advisory lock (flock) on Linux, macOS and
+// the BSDs.
 //
 // Durability follows the SyncPolicy (default SyncEveryAppend). A batch is
 // atomic within the process: a refused batch writes nothing. It is written
 // with one write(2), so a process killed during it leaves at worst its
-// complete lines plus a torn last line, which the next OpenFileStore
-// truncates and reports (FileStore.TornTail).
+// complete lines plus a torn last line, which the next Open truncates and
+// reports (Store.TornTail).
 //
-// A FileStore keeps a copy of every line in memory (Load decodes from it), so
-// it suits one process's sessions, not an unbounded history; for a fleet use
+// A Store keeps a copy of every line in memory (Load decodes from it), so it
+// suits one process's sessions, not an unbounded history; for a fleet use
 // the PostgreSQL store (module stores/postgres). All methods are safe for
-// concurrent use. The zero value is not usable.
-type FileStore struct {
+// concurrent use. The zero value is not usable: call Open.
+type Store struct {
 	path string
-	cfg  fileStoreConfig
+	cfg  config
 	torn *TornTail
 
 	mu       sync.Mutex
@@ -143,7 +109,7 @@ type FileStore struct {
 	lines    map[string][][]byte // aggregate id -> encoded lines, in order
 	ids      map[string]struct{}
 	terminal map[windowKey]string
-	subs     map[string]map[*memSub]context.CancelFunc
+	subs     map[string]map[*subscription]context.CancelFunc
 	closed   bool
 	broken   error // a failed write that could not be undone; every later Append fails
 	wg       sync.WaitGroup
@@ -152,24 +118,31 @@ type FileStore struct {
 // fileWrite writes b to f; the crash test replaces it to die mid-write.
 var fileWrite = func(f *os.File, b []byte) (int, error) { return f.Write(b) }
 
-// OpenFileStore opens the JSON Lines file at path, creating it (mode 0600)
-// if it does not exist; its directory must exist. It reads every line back:
-// a torn last line (bytes after the last newline, left by a process killed
+// Open opens the JSON Lines file at path, creating it (mode 0600) if it
+// does not exist; its directory must exist. It reads every line back: a torn
+// last line (bytes after the last newline, left by a process killed
 // mid-write) is truncated, logged and reported by TornTail; any other bad
-// line is a *FileCorruptError naming the file and line, and the store is not
-// opened. It returns an error when another process holds the file open.
-func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
+// line is a *CorruptError naming the file and line, and the store is not
+// opened. Without options the Store uses SyncEveryAppend and logs nothing.
+// An empty path or an unknown SyncPolicy is an error wrapping
+// watchdog.ErrInvalidArgument.
+//
+// Open may be called from any goroutine. On Linux, macOS and the BSDs it
+// returns an error when the file is already open through another Store, in
+// this process or another; elsewhere the caller must make sure that it is
+// not.
+func Open(path string, opts ...Option) (*Store, error) {
 	if path == "" {
-		return nil, fmt.Errorf("%w: empty file store path", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: empty file store path", watchdog.ErrInvalidArgument)
 	}
-	cfg := fileStoreConfig{log: zap.NewNop()}
+	cfg := config{log: zap.NewNop()}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
 		}
 	}
 	if cfg.sync != SyncEveryAppend && cfg.sync != SyncOnClose {
-		return nil, fmt.Errorf("%w: unknown file sync policy %d", ErrInvalidArgument, int(cfg.sync))
+		return nil, fmt.Errorf("%w: unknown file sync policy %d", watchdog.ErrInvalidArgument, int(cfg.sync))
 	}
 	if cfg.log == nil {
 		cfg.log = zap.NewNop()
@@ -190,14 +163,14 @@ func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
 		file.Close()
 		return nil, fmt.Errorf("watchdog: file store %s is in use by another process: %w", path, err)
 	}
-	f := &FileStore{
+	f := &Store{
 		path:     path,
 		cfg:      cfg,
 		file:     file,
 		lines:    make(map[string][][]byte),
 		ids:      make(map[string]struct{}),
 		terminal: make(map[windowKey]string),
-		subs:     make(map[string]map[*memSub]context.CancelFunc),
+		subs:     make(map[string]map[*subscription]context.CancelFunc),
 	}
 	if err := f.load(); err != nil {
 		unlockFile(file)
@@ -209,7 +182,7 @@ func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
 
 // load reads the file, rebuilding the in-memory state, and truncates a torn
 // last line.
-func (f *FileStore) load() error {
+func (f *Store) load() error {
 	if _, err := f.file.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("watchdog: file store %s: %w", f.path, err)
 	}
@@ -232,7 +205,7 @@ func (f *FileStore) load() error {
 			err = f.admit(e)
 		}
 		if err != nil {
-			return &FileCorruptError{Path: f.path, Line: lineNo, Offset: off, Err: err}
+			return &CorruptError{Path: f.path, Line: lineNo, Offset: off, Err: err}
 		}
 		f.record(e, body)
 		off += int64(len(line))
@@ -241,7 +214,7 @@ func (f *FileStore) load() error {
 	return nil
 }
 
-func (f *FileStore) truncateTorn(lineNo int, off, n int64) error {
+func (f *Store) truncateTorn(lineNo int, off, n int64) error {
 	if err := f.file.Truncate(off); err != nil {
 		return fmt.Errorf("watchdog: file store %s: truncate torn line %d: %w", f.path, lineNo, err)
 	}
@@ -255,16 +228,16 @@ func (f *FileStore) truncateTorn(lineNo int, off, n int64) error {
 	return nil
 }
 
-// validateForJSON is Event.validate plus what a store that keeps events as
+// validateForJSON is Event.Validate plus what a store that keeps events as
 // JSON needs: ids and kind in valid UTF-8, which JSON would otherwise
 // rewrite (so that the event would come back under another id).
-func validateForJSON(e Event) error {
+func validateForJSON(e watchdog.Event) error {
 	if err := e.Validate(); err != nil {
 		return err
 	}
 	for _, s := range []string{e.ID, e.AggregateID, e.Kind} {
 		if !utf8.ValidString(s) {
-			return fmt.Errorf("%w: event %q: id, aggregate_id or event_kind is not valid UTF-8", ErrInvalidEvent, e.ID)
+			return fmt.Errorf("%w: event %q: id, aggregate_id or event_kind is not valid UTF-8", watchdog.ErrInvalidEvent, e.ID)
 		}
 	}
 	return nil
@@ -283,28 +256,28 @@ func syncDir(dir string) error {
 }
 
 // decodeLine decodes one line (without its newline) of a store file. It
-// accepts exactly what FileStore writes: a JSON object that is a valid event
+// accepts exactly what Store writes: a JSON object that is a valid event
 // with a seq.
-func decodeLine(b []byte) (Event, error) {
-	var e Event
+func decodeLine(b []byte) (watchdog.Event, error) {
+	var e watchdog.Event
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 || b[0] != '{' {
-		return Event{}, errors.New("not a JSON object")
+		return watchdog.Event{}, errors.New("not a JSON object")
 	}
 	if err := json.Unmarshal(b, &e); err != nil {
-		return Event{}, err
+		return watchdog.Event{}, err
 	}
 	if err := e.Validate(); err != nil {
-		return Event{}, err
+		return watchdog.Event{}, err
 	}
 	if e.Seq == 0 {
-		return Event{}, fmt.Errorf("event %s has no seq", e.ID)
+		return watchdog.Event{}, fmt.Errorf("event %s has no seq", e.ID)
 	}
 	return e, nil
 }
 
 // encodeLine encodes e (with its seq) as one line, newline included.
-func encodeLine(buf *bytes.Buffer, e Event) error {
+func encodeLine(buf *bytes.Buffer, e watchdog.Event) error {
 	b, err := e.MarshalJSON()
 	if err != nil {
 		return err
@@ -318,7 +291,7 @@ func encodeLine(buf *bytes.Buffer, e Event) error {
 }
 
 // admit checks that e, read from the file, can follow what was read so far.
-func (f *FileStore) admit(e Event) error {
+func (f *Store) admit(e watchdog.Event) error {
 	if e.Seq <= f.seq {
 		return fmt.Errorf("event %s: seq %d does not increase (previous %d)", e.ID, e.Seq, f.seq)
 	}
@@ -334,7 +307,7 @@ func (f *FileStore) admit(e Event) error {
 }
 
 // record adds e, encoded as line (no newline), to the in-memory state.
-func (f *FileStore) record(e Event, line []byte) {
+func (f *Store) record(e watchdog.Event, line []byte) {
 	f.seq = e.Seq
 	f.ids[e.ID] = struct{}{}
 	f.lines[e.AggregateID] = append(f.lines[e.AggregateID], line)
@@ -343,24 +316,32 @@ func (f *FileStore) record(e Event, line []byte) {
 	}
 }
 
-// Path returns the file's path, as given to OpenFileStore.
-func (f *FileStore) Path() string { return f.path }
+// Path returns the file's path, as given to Open. It never changes: it may
+// be called from any goroutine, also after Close.
+func (f *Store) Path() string { return f.path }
 
-// TornTail returns the torn last line OpenFileStore truncated, or nil if the
-// file ended cleanly.
-func (f *FileStore) TornTail() *TornTail { return f.torn }
+// TornTail returns the torn last line Open truncated, or nil if the file
+// ended cleanly. It never changes after Open: it may be called from any
+// goroutine, also after Close.
+func (f *Store) TornTail() *TornTail { return f.torn }
 
-func (f *FileStore) closedErr() error {
-	return fmt.Errorf("%w: file store %s", ErrClosed, f.path)
+func (f *Store) closedErr() error {
+	return fmt.Errorf("%w: file store %s", watchdog.ErrClosed, f.path)
 }
 
-// Append implements EventStore: it writes the new events of the batch as
-// lines with one write(2) and, with SyncEveryAppend, fsyncs before
-// returning. Events already in the file are skipped. On a write or fsync
-// error the batch is not recorded; if the file cannot be restored to its
-// previous length, every later Append returns that error (reopen the store
-// to recover). After Close it returns an error wrapping ErrClosed.
-func (f *FileStore) Append(ctx context.Context, events ...Event) error {
+// Append implements watchdog.EventStore: it writes the new events of the
+// batch as lines with one write(2) and, with SyncEveryAppend, fsyncs before
+// returning. Events already in the file are skipped. A second terminal
+// event for a session window, already in the file or in the same batch, is
+// an error wrapping watchdog.ErrAlreadyDecided, and an invalid event (or one
+// whose ids or kind are not valid UTF-8) an error wrapping
+// watchdog.ErrInvalidEvent; either refuses the whole batch. On a write or
+// fsync error the batch is not recorded; if the file cannot be restored to
+// its previous length, every later Append returns that error (reopen the
+// store to recover). After Close it returns an error wrapping
+// watchdog.ErrClosed. Concurrent Appends are serialized: each batch's lines
+// are contiguous in the file, in seq order.
+func (f *Store) Append(ctx context.Context, events ...watchdog.Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -381,7 +362,7 @@ func (f *FileStore) Append(ctx context.Context, events ...Event) error {
 	seen := make(map[string]struct{}, len(events))
 	var buf bytes.Buffer
 	type pending struct {
-		e          Event
+		e          watchdog.Event
 		start, end int
 	}
 	var todo []pending
@@ -397,10 +378,10 @@ func (f *FileStore) Append(ctx context.Context, events ...Event) error {
 		if e.Terminal() {
 			k := windowKey{e.AggregateID, e.Window}
 			if prev, ok := f.terminal[k]; ok {
-				return fmt.Errorf("%w: session %q window %d already ended by event %s", ErrAlreadyDecided, e.AggregateID, e.Window, prev)
+				return fmt.Errorf("%w: session %q window %d already ended by event %s", watchdog.ErrAlreadyDecided, e.AggregateID, e.Window, prev)
 			}
 			if _, ok := batch[k]; ok {
-				return fmt.Errorf("%w: session %q window %d has two terminal events in one batch", ErrAlreadyDecided, e.AggregateID, e.Window)
+				return fmt.Errorf("%w: session %q window %d has two terminal events in one batch", watchdog.ErrAlreadyDecided, e.AggregateID, e.Window)
 			}
 			batch[k] = e.ID
 		}
@@ -408,7 +389,7 @@ func (f *FileStore) Append(ctx context.Context, events ...Event) error {
 		e.Seq = seq
 		start := buf.Len()
 		if err := encodeLine(&buf, e); err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalidEvent, err)
+			return fmt.Errorf("%w: %v", watchdog.ErrInvalidEvent, err)
 		}
 		todo = append(todo, pending{e, start, buf.Len() - 1})
 	}
@@ -438,7 +419,7 @@ func (f *FileStore) Append(ctx context.Context, events ...Event) error {
 
 // write appends b to the file and syncs per policy; on failure it restores
 // the file's previous length. Called with f.mu held.
-func (f *FileStore) write(b []byte) error {
+func (f *Store) write(b []byte) error {
 	n, err := fileWrite(f.file, b)
 	if err == nil && n < len(b) {
 		err = io.ErrShortWrite
@@ -459,9 +440,12 @@ func (f *FileStore) write(b []byte) error {
 	return nil
 }
 
-// Load implements EventStore. The returned events are the caller's. After
-// Close it returns an error wrapping ErrClosed.
-func (f *FileStore) Load(ctx context.Context, aggregateID string) ([]Event, error) {
+// Load implements watchdog.EventStore: the aggregate's events in append
+// (seq) order, none for an unknown aggregate. The returned events are the
+// caller's. It may run concurrently with Append and sees every batch whose
+// Append returned before it was called. After Close it returns an error
+// wrapping watchdog.ErrClosed.
+func (f *Store) Load(ctx context.Context, aggregateID string) ([]watchdog.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -472,7 +456,7 @@ func (f *FileStore) Load(ctx context.Context, aggregateID string) ([]Event, erro
 	}
 	lines := append([][]byte(nil), f.lines[aggregateID]...) // lines are immutable
 	f.mu.Unlock()
-	out := make([]Event, 0, len(lines))
+	out := make([]watchdog.Event, 0, len(lines))
 	for _, l := range lines {
 		e, err := decodeLine(l)
 		if err != nil {
@@ -483,18 +467,19 @@ func (f *FileStore) Load(ctx context.Context, aggregateID string) ([]Event, erro
 	return out, nil
 }
 
-// Subscribe implements Subscriber: the channel delivers, in order, every
-// event of aggregateID appended by this FileStore after Subscribe returns
+// Subscribe implements watchdog.Subscriber: the channel delivers, in order,
+// every event of aggregateID appended by this Store after Subscribe returns
 // (events written by other processes are not seen: one process owns the
 // file). Each subscription has one goroutine and an unbounded queue, so a
 // slow reader never blocks Append. The channel is closed when ctx ends or
-// the store is closed. After Close it returns an error wrapping ErrClosed.
-func (f *FileStore) Subscribe(ctx context.Context, aggregateID string) (<-chan Event, error) {
+// the store is closed. After Close it returns an error wrapping
+// watchdog.ErrClosed.
+func (f *Store) Subscribe(ctx context.Context, aggregateID string) (<-chan watchdog.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	s := &memSub{signal: make(chan struct{}, 1), out: make(chan Event)}
+	s := &subscription{signal: make(chan struct{}, 1), out: make(chan watchdog.Event)}
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
@@ -502,7 +487,7 @@ func (f *FileStore) Subscribe(ctx context.Context, aggregateID string) (<-chan E
 		return nil, f.closedErr()
 	}
 	if f.subs[aggregateID] == nil {
-		f.subs[aggregateID] = make(map[*memSub]context.CancelFunc)
+		f.subs[aggregateID] = make(map[*subscription]context.CancelFunc)
 	}
 	f.subs[aggregateID][s] = cancel
 	f.wg.Add(1)
@@ -526,8 +511,10 @@ func (f *FileStore) Subscribe(ctx context.Context, aggregateID string) (<-chan E
 
 // Close ends every subscription (closing its channel) and waits for their
 // goroutines, fsyncs the file (whatever the policy), releases the lock and
-// closes the file. Later calls return nil and do nothing.
-func (f *FileStore) Close() error {
+// closes the file. Later calls return nil and do nothing; Append, Load and
+// Subscribe then return an error wrapping watchdog.ErrClosed. It may be
+// called concurrently with the other methods.
+func (f *Store) Close() error {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
@@ -552,7 +539,48 @@ func (f *FileStore) Close() error {
 	return nil
 }
 
+// subscription is one Subscribe: an unbounded queue drained by its
+// goroutine, so Append never waits for a reader. (The same mechanism as the
+// root package's MemoryStore subscriptions, which are unexported.)
+type subscription struct {
+	mu     sync.Mutex
+	queue  []watchdog.Event
+	signal chan struct{}
+	out    chan watchdog.Event
+}
+
+func (s *subscription) push(e watchdog.Event) {
+	s.mu.Lock()
+	s.queue = append(s.queue, e)
+	s.mu.Unlock()
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (s *subscription) forward(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.signal:
+		}
+		s.mu.Lock()
+		q := s.queue
+		s.queue = nil
+		s.mu.Unlock()
+		for _, e := range q {
+			select {
+			case s.out <- e:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
 var _ interface {
-	EventStore
-	Subscriber
-} = (*FileStore)(nil)
+	watchdog.EventStore
+	watchdog.Subscriber
+} = (*Store)(nil)

@@ -1,4 +1,4 @@
-package watchdog_test
+package file_test
 
 import (
 	"context"
@@ -17,34 +17,35 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/stores/file"
 	"github.com/sessionwatchdog/watchdog/storetest"
 )
 
-func openFileStore(t *testing.T, path string, opts ...watchdog.FileStoreOption) *watchdog.FileStore {
+func openStore(t *testing.T, path string, opts ...file.Option) *file.Store {
 	t.Helper()
-	s, err := watchdog.OpenFileStore(path, opts...)
+	s, err := file.Open(path, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
 func TestFileStoreConformance(t *testing.T) {
-	for _, p := range []watchdog.SyncPolicy{watchdog.SyncEveryAppend, watchdog.SyncOnClose} {
+	for _, p := range []file.SyncPolicy{file.SyncEveryAppend, file.SyncOnClose} {
 		t.Run(p.String(), func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) watchdog.EventStore {
-				return openFileStore(t, filepath.Join(t.TempDir(), "events.jsonl"), watchdog.WithFileSync(p))
+				return openStore(t, filepath.Join(t.TempDir(), "events.jsonl"), file.WithSync(p))
 			})
 		})
 	}
 }
 
 // The conformance suite again, each subtest on a store reopened from the
-// file the previous subtests wrote: the state rebuilt by OpenFileStore
+// file the previous subtests wrote: the state rebuilt by Open
 // (seq, ids, terminal windows) must behave like the one built by Append.
 func TestFileStoreConformanceAcrossReopens(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.jsonl")
 	storetest.Run(t, func(t *testing.T) watchdog.EventStore {
-		return openFileStore(t, path, watchdog.WithFileSync(watchdog.SyncOnClose))
+		return openStore(t, path, file.WithSync(file.SyncOnClose))
 	})
 }
 
@@ -58,7 +59,7 @@ func fileEvent(id, agg, kind string, window int) watchdog.Event {
 func TestFileStoreReopenResumesSeqAndArbitration(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "events.jsonl")
-	s, err := watchdog.OpenFileStore(path)
+	s, err := file.Open(path)
 	require.NoError(t, err)
 	require.NoError(t, s.Append(ctx, fileEvent("e1", "a", watchdog.KindStart, 1), fileEvent("e2", "b", watchdog.KindStart, 1)))
 	require.NoError(t, s.Append(ctx, fileEvent("e3", "a", watchdog.KindCancel, 1)))
@@ -72,7 +73,7 @@ func TestFileStoreReopenResumesSeqAndArbitration(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, strings.Count(string(raw), "\n"), "one event per line")
 
-	s = openFileStore(t, path)
+	s = openStore(t, path)
 	assert.Nil(t, s.TornTail())
 	assert.Equal(t, path, s.Path())
 	err = s.Append(ctx, fileEvent("e4", "a", watchdog.KindStop, 1))
@@ -86,25 +87,25 @@ func TestFileStoreReopenResumesSeqAndArbitration(t *testing.T) {
 
 func TestFileStoreRefusesASecondOpenOfTheSameFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.jsonl")
-	openFileStore(t, path)
-	_, err := watchdog.OpenFileStore(path)
+	openStore(t, path)
+	_, err := file.Open(path)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "in use")
 }
 
 func TestFileStoreBadInput(t *testing.T) {
-	_, err := watchdog.OpenFileStore("")
+	_, err := file.Open("")
 	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
-	_, err = watchdog.OpenFileStore(filepath.Join(t.TempDir(), "missing-dir", "events.jsonl"))
+	_, err = file.Open(filepath.Join(t.TempDir(), "missing-dir", "events.jsonl"))
 	require.ErrorIs(t, err, os.ErrNotExist)
-	_, err = watchdog.OpenFileStore(filepath.Join(t.TempDir(), "x.jsonl"), watchdog.WithFileSync(watchdog.SyncPolicy(7)))
+	_, err = file.Open(filepath.Join(t.TempDir(), "x.jsonl"), file.WithSync(file.SyncPolicy(7)))
 	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
-	assert.Equal(t, "SyncPolicy(7)", watchdog.SyncPolicy(7).String())
+	assert.Equal(t, "SyncPolicy(7)", file.SyncPolicy(7).String())
 }
 
 func TestFileStoreAfterClose(t *testing.T) {
 	ctx := context.Background()
-	s, err := watchdog.OpenFileStore(filepath.Join(t.TempDir(), "events.jsonl"))
+	s, err := file.Open(filepath.Join(t.TempDir(), "events.jsonl"))
 	require.NoError(t, err)
 	sub, err := s.Subscribe(ctx, "a")
 	require.NoError(t, err)
@@ -122,7 +123,7 @@ func TestFileStoreAfterClose(t *testing.T) {
 func writeStoreFile(t *testing.T, n int, tail string) (path string, full []byte) {
 	t.Helper()
 	path = filepath.Join(t.TempDir(), "events.jsonl")
-	s, err := watchdog.OpenFileStore(path, watchdog.WithFileSync(watchdog.SyncOnClose))
+	s, err := file.Open(path, file.WithSync(file.SyncOnClose))
 	require.NoError(t, err)
 	for i := range n {
 		require.NoError(t, s.Append(context.Background(), fileEvent("e"+string(rune('a'+i)), "agg", watchdog.KindResume, 1)))
@@ -148,11 +149,11 @@ func TestFileStoreTruncatesATornLastLineAndReportsIt(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			path, complete := writeStoreFile(t, 3, tail)
 			core, logs := observer.New(zap.WarnLevel)
-			s := openFileStore(t, path, watchdog.WithFileLogger(zap.New(core)))
+			s := openStore(t, path, file.WithLogger(zap.New(core)))
 
 			torn := s.TornTail()
 			require.NotNil(t, torn)
-			assert.Equal(t, watchdog.TornTail{Path: path, Line: 4, Offset: int64(len(complete)), Bytes: int64(len(tail))}, *torn)
+			assert.Equal(t, file.TornTail{Path: path, Line: 4, Offset: int64(len(complete)), Bytes: int64(len(tail))}, *torn)
 			assert.Contains(t, torn.String(), path+":4")
 			require.Equal(t, 1, logs.Len(), "the repair is logged as a warning")
 			assert.Equal(t, int64(4), logs.All()[0].ContextMap()["line"])
@@ -195,8 +196,8 @@ func TestFileStoreCorruptLineIsAnErrorNamingFileAndLine(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "events.jsonl")
 			require.NoError(t, os.WriteFile(path, []byte(strings.Join(tc.lines, "\n")+"\n"), 0o600))
 			before, _ := os.ReadFile(path)
-			_, err := watchdog.OpenFileStore(path)
-			var ce *watchdog.FileCorruptError
+			_, err := file.Open(path)
+			var ce *file.CorruptError
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, path, ce.Path)
 			assert.Equal(t, tc.line, ce.Line)
@@ -206,7 +207,7 @@ func TestFileStoreCorruptLineIsAnErrorNamingFileAndLine(t *testing.T) {
 			assert.Equal(t, before, after, "a corrupt file is never modified")
 			// The lock was released: a fixed file opens.
 			require.NoError(t, os.WriteFile(path, nil, 0o600))
-			openFileStore(t, path)
+			openStore(t, path)
 		})
 	}
 }
@@ -215,7 +216,7 @@ func TestFileStoreCorruptLineIsAnErrorNamingFileAndLine(t *testing.T) {
 func TestFileStoreKeepsOneEventPerLine(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "events.jsonl")
-	s := openFileStore(t, path)
+	s := openStore(t, path)
 	e := fileEvent("e1", "a", watchdog.KindStart, 1)
 	e.Extra = map[string]json.RawMessage{"x_pretty": json.RawMessage("{\n  \"a\": [1,\n 2]\n}")}
 	require.NoError(t, s.Append(ctx, e))
@@ -228,13 +229,13 @@ func TestFileStoreKeepsOneEventPerLine(t *testing.T) {
 	require.ErrorIs(t, s.Append(ctx, bad), watchdog.ErrInvalidEvent)
 }
 
-// A Watchdog on a FileStore: the process "restarts" (Close, reopen) and a
+// A Watchdog on a file Store: the process "restarts" (Close, reopen) and a
 // new Watchdog resumes the session with its original session_started_at.
 func TestFileStoreWatchdogResumeAfterRestart(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "events.jsonl")
 	mock := newMock()
-	store, err := watchdog.OpenFileStore(path)
+	store, err := file.Open(path)
 	require.NoError(t, err)
 	w := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(store))
 	s, err := w.Start(ctx, "s", t0, watchdog.Policy{WallClock: 10 * time.Second})
@@ -244,7 +245,7 @@ func TestFileStoreWatchdogResumeAfterRestart(t *testing.T) {
 	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrClosed)
 	require.NoError(t, store.Close())
 
-	store2 := openFileStore(t, path)
+	store2 := openStore(t, path)
 	w2 := newWatchdog(t, mock, store2)
 	s2, err := w2.Resume(ctx, "s", watchdog.Policy{WallClock: 10 * time.Second})
 	require.NoError(t, err)
@@ -265,7 +266,7 @@ func TestFileStoreWatchdogResumeAfterRestart(t *testing.T) {
 
 func TestFileStoreSubscribeFollow(t *testing.T) {
 	ctx := context.Background()
-	store := openFileStore(t, filepath.Join(t.TempDir(), "events.jsonl"))
+	store := openStore(t, filepath.Join(t.TempDir(), "events.jsonl"))
 	mock := newMock()
 	w := newWatchdog(t, mock, store)
 	_, err := w.Start(ctx, "s", t0, watchdog.Policy{WallClock: time.Second})
@@ -283,12 +284,12 @@ func TestFileStoreSubscribeFollow(t *testing.T) {
 
 // Close ends every subscription and waits for its goroutine: synctest.Test
 // fails if any goroutine started inside the bubble outlives it. A Watchdog
-// on the FileStore, inside the same bubble, records its cancel to the file.
+// on the Store, inside the same bubble, records its cancel to the file.
 func TestFileStoreCloseLeavesNoGoroutine(t *testing.T) {
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store, err := watchdog.OpenFileStore(filepath.Join(dir, "events.jsonl"))
+		store, err := file.Open(filepath.Join(dir, "events.jsonl"))
 		require.NoError(t, err)
 		w := watchdog.New(watchdog.WithStore(store))
 		subCtx, cancelSub := context.WithCancel(ctx)
@@ -319,7 +320,7 @@ func TestFileStoreCloseLeavesNoGoroutine(t *testing.T) {
 // JSON cannot carry invalid UTF-8: such an id would come back as another id
 // after a reopen, so the store refuses it for good.
 func TestFileStoreRefusesInvalidUTF8Ids(t *testing.T) {
-	s := openFileStore(t, filepath.Join(t.TempDir(), "events.jsonl"))
+	s := openStore(t, filepath.Join(t.TempDir(), "events.jsonl"))
 	for _, e := range []watchdog.Event{
 		fileEvent("e\xff", "a", watchdog.KindStart, 1),
 		fileEvent("e1", "a\xfe", watchdog.KindStart, 1),

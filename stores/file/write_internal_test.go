@@ -1,4 +1,4 @@
-package watchdog
+package file
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sessionwatchdog/watchdog"
 )
 
 // A write that fails half-way (disk full) leaves neither bytes in the file
@@ -13,15 +15,15 @@ import (
 func TestFileStoreUndoesAFailedWrite(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "events.jsonl")
-	s, err := OpenFileStore(path)
+	s, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	ev := func(id string, kind string) Event {
-		return Event{ID: id, AggregateType: AggregateType, AggregateID: "a", Kind: kind, Window: 1}
+	ev := func(id string, kind string) watchdog.Event {
+		return watchdog.Event{ID: id, AggregateType: watchdog.AggregateType, AggregateID: "a", Kind: kind, Window: 1}
 	}
-	if err := s.Append(ctx, ev("e1", KindStart)); err != nil {
+	if err := s.Append(ctx, ev("e1", watchdog.KindStart)); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(path)
@@ -32,7 +34,7 @@ func TestFileStoreUndoesAFailedWrite(t *testing.T) {
 		n, _ := f.Write(b[:len(b)/2])
 		return n, errFull
 	}
-	err = s.Append(ctx, ev("e2", KindResume), ev("e3", KindCancel))
+	err = s.Append(ctx, ev("e2", watchdog.KindResume), ev("e3", watchdog.KindCancel))
 	fileWrite = orig
 	if !errors.Is(err, errFull) {
 		t.Fatalf("err = %v, want the write error", err)
@@ -43,7 +45,7 @@ func TestFileStoreUndoesAFailedWrite(t *testing.T) {
 	}
 	// Nothing was recorded: the same events (a terminal one included) are
 	// accepted on retry, with the next seq.
-	if err := s.Append(ctx, ev("e2", KindResume), ev("e3", KindCancel)); err != nil {
+	if err := s.Append(ctx, ev("e2", watchdog.KindResume), ev("e3", watchdog.KindCancel)); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
 	evs, err := s.Load(ctx, "a")
@@ -53,7 +55,7 @@ func TestFileStoreUndoesAFailedWrite(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := OpenFileStore(path)
+	s2, err := Open(path)
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}

@@ -1,0 +1,49 @@
+package file_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/stores/file"
+)
+
+// benchAppend measures Append throughput: batch events per call, reported as
+// events/s. Every event is a new non-terminal event of one of 16 sessions.
+// (The root package's BenchmarkMemoryStoreAppend uses the same loop.)
+func benchAppend(b *testing.B, s watchdog.EventStore, batch int) {
+	b.Helper()
+	ctx := context.Background()
+	evs := make([]watchdog.Event, batch)
+	n := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		for i := range evs {
+			n++
+			evs[i] = fileEvent(fmt.Sprintf("b%d", n), fmt.Sprintf("s%d", n%16), watchdog.KindResume, 1)
+		}
+		if err := s.Append(ctx, evs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "events/s")
+}
+
+// go test -run '^$' -bench 'Append' -benchmem ./stores/file
+func BenchmarkFileStoreAppend(b *testing.B) {
+	for _, p := range []file.SyncPolicy{file.SyncEveryAppend, file.SyncOnClose} {
+		for _, batch := range []int{1, 100} {
+			b.Run(fmt.Sprintf("sync=%s/batch=%d", p, batch), func(b *testing.B) {
+				s, err := file.Open(filepath.Join(b.TempDir(), "events.jsonl"), file.WithSync(p))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				benchAppend(b, s, batch)
+			})
+		}
+	}
+}
