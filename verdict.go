@@ -186,7 +186,7 @@ func (w *Watchdog) endWindowLocked(s *Session, ve *VerdictError) {
 	}
 	s.state.Store(stateFired)
 	s.clearActing()
-	w.sessions.del(s)
+	w.sessions.Del(s)
 	w.heap.Remove(&s.item)
 	s.dropWaiterLocked()
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/index"
 	"github.com/sessionwatchdog/watchdog/internal/record"
 	"github.com/sessionwatchdog/watchdog/internal/sched"
 )
@@ -85,7 +86,7 @@ type Watchdog struct {
 	lastConfig atomic.Pointer[sessionConfig] // the latest policy's, shared while it repeats
 
 	mu       sync.Mutex // guards sessions, heap, closed
-	sessions sessionIndex
+	sessions index.Index[Session]
 	heap     sched.Heap[timed]
 	layers   map[*layer]struct{} // in-flight deadline layers
 	popped   []timed             // scratch of pass
@@ -162,7 +163,11 @@ func New(opts ...Option) *Watchdog {
 		bs:         bs,
 		wakeCh:     make(chan struct{}, 1),
 		checkCh:    make(chan chan struct{}),
-		done:       make(chan struct{}),
+		sessions: index.Index[Session]{
+			Key:  func(s *Session) string { return s.id },
+			Slot: func(s *Session) *int32 { return &s.item.Aux },
+		},
+		done: make(chan struct{}),
 	}
 	w.act = newActor(w)
 	var one [1]Event // Append's argument: the recorder appends from one goroutine at a time
@@ -544,16 +549,16 @@ func (w *Watchdog) reserve(s *Session) error {
 	if w.closed {
 		return ErrClosed
 	}
-	if w.sessions.get(s.id) != nil {
+	if w.sessions.Get(s.id) != nil {
 		return fmt.Errorf("%w: %q", ErrAlreadyWatched, s.id)
 	}
-	w.sessions.put(s)
+	w.sessions.Put(s)
 	return nil
 }
 
 func (w *Watchdog) release(s *Session) {
 	w.mu.Lock()
-	w.sessions.del(s)
+	w.sessions.Del(s)
 	w.mu.Unlock()
 }
 
@@ -567,11 +572,11 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 		w.mu.Unlock()
 		return ErrClosed
 	}
-	if cur := w.sessions.get(s.id); cur != nil && (!reserved || cur != s) {
+	if cur := w.sessions.Get(s.id); cur != nil && (!reserved || cur != s) {
 		w.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrAlreadyWatched, s.id)
 	} else if cur == nil {
-		w.sessions.put(s)
+		w.sessions.Put(s)
 	}
 	s.state.Store(stateRunning)
 	s.since = toNanos(now)
@@ -618,7 +623,7 @@ func (s *Session) stop(code string) (bool, error) {
 		return false, cause
 	}
 	s.state.Store(stateStopped)
-	w.sessions.del(s)
+	w.sessions.Del(s)
 	w.heap.Remove(&s.item)
 	s.dropWaiterLocked()
 	e := s.event(KindStop, w.clock.Now())
@@ -769,13 +774,13 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		}
 		w.mu.Lock()
 		w.closed = true
-		live := w.sessions.all()
+		live := w.sessions.All()
 		for _, s := range live {
 			s.state.Store(stateClosed)
 			w.heap.Remove(&s.item)
 			s.dropWaiterLocked()
 		}
-		w.sessions.reset()
+		w.sessions.Reset()
 		var layers []*layer
 		for l := range w.layers {
 			if l.state != layerDone {

@@ -1,31 +1,37 @@
-package watchdog
+// Package index is the Watchdog's session index: ids to sessions, in a
+// form the garbage collector scans cheaply.
+package index
 
 import "hash/maphash"
 
-// sessionIndex maps session ids to the sessions a Watchdog watches. Its hash
+// Index maps ids to the values a Watchdog watches (its sessions). Its hash
 // table holds no pointer (a hash of the id to a slot number), and the
 // sessions are held by a slice: a garbage collection does not scan the table
 // and reaches the sessions in slot order. A map[string]*Session made the
 // collector visit a million sessions and their ids in hash order, cache miss
 // after cache miss: it was most of a full GC cycle at 1,000,000 sessions
-// (see BENCHMARKS.md). A session keeps its slot (in item.Aux), so removing
+// (see BENCHMARKS.md). A value keeps its slot (see Slot), so removing
 // it walks no chain. (Keeping each slot's hash too, to spare hashing the id
 // on removal, cost 8 bytes a session, more than the memory target allowed.)
 // The hash-to-slot table stays a Go map, whose growth is incremental:
 // an open-addressing table measured faster per removal, but doubling it at
 // a million sessions held the Watchdog's lock for 20 ms. Not safe for
-// concurrent use: the Watchdog's mu guards it.
-type sessionIndex struct {
+// concurrent use: the Watchdog's mu guards it. Set Key and Slot before use.
+type Index[V any] struct {
+	// Key is a value's id; Slot is where the value keeps its slot.
+	Key  func(*V) string
+	Slot func(*V) *int32
+
 	seed   maphash.Seed
 	byHash map[uint64]int32 // hash of an id -> first slot of its chain
-	slots  []*Session       // nil: a free slot; a session's slot is in its item.Aux
+	slots  []*V             // nil: a free slot
 	next   []int32          // the next slot in the same chain, or -1
 	free   []int32          // free slots
 	n      int
 	hashOf func(string) uint64 // tests only: forces collisions
 }
 
-func (x *sessionIndex) hash(id string) uint64 {
+func (x *Index[V]) hash(id string) uint64 {
 	if x.byHash == nil {
 		x.seed = maphash.MakeSeed()
 		x.byHash = make(map[uint64]int32)
@@ -36,14 +42,14 @@ func (x *sessionIndex) hash(id string) uint64 {
 	return maphash.String(x.seed, id)
 }
 
-// get returns the session watched under id, or nil.
-func (x *sessionIndex) get(id string) *Session {
+// Get returns the value under id, or nil.
+func (x *Index[V]) Get(id string) *V {
 	if x.n == 0 {
 		return nil
 	}
 	i, ok := x.byHash[x.hash(id)]
 	for ok && i >= 0 {
-		if s := x.slots[i]; s.id == id {
+		if s := x.slots[i]; x.Key(s) == id {
 			return s
 		}
 		i = x.next[i]
@@ -51,9 +57,9 @@ func (x *sessionIndex) get(id string) *Session {
 	return nil
 }
 
-// put adds s under s.id; the caller has checked that the id is free.
-func (x *sessionIndex) put(s *Session) {
-	h := x.hash(s.id)
+// Put adds s under its key; the caller has checked that the key is free.
+func (x *Index[V]) Put(s *V) {
+	h := x.hash(x.Key(s))
 	var i int32
 	if n := len(x.free); n > 0 {
 		i, x.free = x.free[n-1], x.free[:n-1]
@@ -64,7 +70,7 @@ func (x *sessionIndex) put(s *Session) {
 	}
 	x.slots[i] = s
 	x.next[i] = -1
-	s.item.Aux = i
+	*x.Slot(s) = i
 	if first, ok := x.byHash[h]; ok {
 		x.next[i] = first
 	}
@@ -72,17 +78,17 @@ func (x *sessionIndex) put(s *Session) {
 	x.n++
 }
 
-// del removes s if it is the session watched under s.id; the slot s keeps
-// tells at once whether it is.
-func (x *sessionIndex) del(s *Session) {
+// Del removes s if it is the value under its key; the slot s keeps tells
+// at once whether it is.
+func (x *Index[V]) Del(s *V) {
 	if x.n == 0 {
 		return
 	}
-	slot := s.item.Aux
+	slot := *x.Slot(s)
 	if slot < 0 || int(slot) >= len(x.slots) || x.slots[slot] != s {
 		return // not in the index
 	}
-	h := x.hash(s.id)
+	h := x.hash(x.Key(s))
 	i, ok := x.byHash[h]
 	prev := int32(-1)
 	for ok && i >= 0 {
@@ -99,7 +105,7 @@ func (x *sessionIndex) del(s *Session) {
 			x.n--
 			if x.n == 0 {
 				if cap(x.slots) > 1024 { // give a burst's memory back
-					x.reset()
+					x.Reset()
 				} else {
 					x.slots, x.next, x.free = x.slots[:0], x.next[:0], x.free[:0]
 				}
@@ -112,12 +118,12 @@ func (x *sessionIndex) del(s *Session) {
 	}
 }
 
-// len returns the number of sessions.
-func (x *sessionIndex) len() int { return x.n }
+// Len returns the number of values.
+func (x *Index[V]) Len() int { return x.n }
 
-// all returns the sessions, in slot order.
-func (x *sessionIndex) all() []*Session {
-	out := make([]*Session, 0, x.n)
+// All returns the values, in slot order.
+func (x *Index[V]) All() []*V {
+	out := make([]*V, 0, x.n)
 	for _, s := range x.slots {
 		if s != nil {
 			out = append(out, s)
@@ -126,7 +132,7 @@ func (x *sessionIndex) all() []*Session {
 	return out
 }
 
-// reset removes every session.
-func (x *sessionIndex) reset() {
-	*x = sessionIndex{seed: x.seed, byHash: make(map[uint64]int32), hashOf: x.hashOf}
+// Reset removes every value.
+func (x *Index[V]) Reset() {
+	*x = Index[V]{Key: x.Key, Slot: x.Slot, seed: x.seed, byHash: make(map[uint64]int32), hashOf: x.hashOf}
 }
