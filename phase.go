@@ -1,0 +1,218 @@
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sessionwatchdog/watchdog/internal/sched"
+)
+
+// Recovery defaults (Policy.RecoveryBudget, Policy.RecoveryBackoff).
+const (
+	DefaultRecoveryBudget  = 2
+	DefaultRecoveryBackoff = time.Second
+	// NoRetries, as Policy.RecoveryBudget, turns retries off.
+	NoRetries = -1
+)
+
+// StopRecoveryBudgetExceeded is the stop reason code of a phase whose
+// recoverable failures outlasted its recovery budget.
+const StopRecoveryBudgetExceeded = "recovery_budget_exceeded"
+
+// PhaseResult is how RunPhase ended.
+type PhaseResult[T any] struct {
+	// Phase is the phase's name.
+	Phase string
+	// Attempts is how many times fn ran.
+	Attempts int
+	// StopReasonCode is "" on success, StopRecoveryBudgetExceeded when
+	// the retries ran out, or the code of the unrecoverable verdict (for
+	// example "phase_deadline_exceeded") or StopFailed.
+	StopReasonCode string
+	// Partial is the last result fn returned, kept across attempts.
+	Partial T
+}
+
+// RunPhase runs fn as the phase name of session s (one RunPhase at a time per
+// session; a second concurrent one is refused), with recovery: fn runs
+// under the phase's budget (budget, or the policy's PhaseBudgets[name] when
+// budget is 0; no phase deadline if both are 0), and an attempt that ends
+// with a recoverable verdict (the idle rule, a handler or iteration deadline)
+// is retried up to the policy's RecoveryBudget times, with exponential
+// backoff from RecoveryBackoff on the Watchdog's clock. While an attempt
+// runs, an idle verdict cancels the attempt (fn's context), not the session.
+// The wall clock, the ceilings and a phase deadline are never retried. Every
+// retry is recorded (runtime.watchdog.retry); when the budget is spent a
+// runtime.watchdog.recovery_budget_exceeded event is recorded and RunPhase
+// returns StopRecoveryBudgetExceeded with the last partial result and an
+// error wrapping ErrRecoveryBudgetExceeded and the last failure.
+func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx context.Context, attempt int) (partial T, err error)) (PhaseResult[T], error) {
+	res := PhaseResult[T]{Phase: name}
+	if fn == nil {
+		return res, fmt.Errorf("%w: phase %q: nil function", ErrInvalidArgument, name)
+	}
+	if budget == 0 {
+		budget = s.cfg.policy.PhaseBudgets[name]
+	}
+	if budget < 0 {
+		return res, fmt.Errorf("%w: phase %q: negative budget %v", ErrInvalidArgument, name, budget)
+	}
+	w := s.w
+	retries := 0
+	for attempt := 1; ; attempt++ {
+		res.Attempts = attempt
+		actx, cancel := context.WithCancelCause(s.ctx)
+		at := &phaseAttempt{cancel: cancel}
+		w.mu.Lock()
+		if s.r().attempt != nil {
+			w.mu.Unlock()
+			cancel(nil)
+			return res, fmt.Errorf("%w: session %q: phase %q: another RunPhase is running on this session", ErrInvalidArgument, s.id, name)
+		}
+		s.rw().attempt = at
+		s.rare.backingOff = false
+		if attempt > 1 {
+			// Each attempt gets a whole idle window.
+			s.since = toNanos(w.clock.Now())
+		}
+		w.mu.Unlock()
+		var pmu sync.Mutex
+		over := false // set when the attempt is over: a late write is dropped
+		run := func(ctx context.Context) error {
+			p, err := fn(ctx, attempt)
+			pmu.Lock()
+			if !over {
+				res.Partial = p
+			}
+			pmu.Unlock()
+			return err
+		}
+		var err error
+		if budget > 0 {
+			err = Within(actx, LayerPhase, name, budget, run)
+		} else {
+			err = run(actx)
+		}
+		pmu.Lock()
+		over = true
+		pmu.Unlock()
+		w.mu.Lock()
+		if r := s.r(); r.attempt == at {
+			r.attempt = nil // r is s.rare: set above
+		}
+		w.mu.Unlock()
+		cause := context.Cause(actx)
+		cancel(nil)
+		if err == nil {
+			return res, nil
+		}
+		var v *VerdictError
+		if !errors.As(err, &v) {
+			errors.As(cause, &v)
+		}
+		if v == nil || !v.Recoverable || s.ctx.Err() != nil {
+			res.StopReasonCode = StopFailed
+			if v != nil {
+				res.StopReasonCode = v.StopReasonCode()
+			}
+			if c := context.Cause(s.ctx); c != nil {
+				err = c
+				var sv *VerdictError
+				if errors.As(c, &sv) {
+					res.StopReasonCode = sv.StopReasonCode()
+				}
+			}
+			return res, err
+		}
+		// Time the retry from the verdict's instant, not from when this
+		// goroutine got here, so that a fake clock gives the same log and
+		// the same schedule on every run.
+		failedAt := v.FiredAt
+		if failedAt.IsZero() {
+			failedAt = w.clock.Now()
+		}
+		budgetN := s.cfg.recoveryBudget
+		if retries >= budgetN {
+			e := s.event(KindRecoveryBudgetExceeded, failedAt)
+			e.Phase, e.Attempt, e.Reason, e.StopReasonCode = name, attempt, v.Reason, StopRecoveryBudgetExceeded
+			w.recordNow(e)
+			res.StopReasonCode = StopRecoveryBudgetExceeded
+			return res, fmt.Errorf("%w: phase %q after %d attempts: %w", ErrRecoveryBudgetExceeded, name, attempt, v)
+		}
+		retries++
+		backoff := s.cfg.recoveryBackoff << min(retries-1, 20)
+		e := s.event(KindRetry, failedAt)
+		e.Phase, e.Attempt, e.Reason = name, attempt+1, v.Reason
+		e.LimitSeconds = backoff.Seconds()
+		w.recordNow(e)
+		w.log.Info("watchdog: retrying phase", zap.String("session_id", s.id), zap.String("phase", name),
+			zap.Int("attempt", attempt+1), zap.String("reason", v.Reason), zap.Duration("backoff", backoff))
+		w.mu.Lock()
+		s.rw().backingOff = true // waiting to retry is not idleness
+		w.mu.Unlock()
+		err = w.sleepUntil(s.ctx, failedAt.Add(backoff))
+		w.mu.Lock()
+		s.rare.backingOff = false
+		w.mu.Unlock()
+		if err != nil {
+			res.StopReasonCode = StopCanceled
+			var sv *VerdictError
+			if errors.As(err, &sv) {
+				res.StopReasonCode = sv.StopReasonCode()
+			}
+			return res, err
+		}
+	}
+}
+
+// phaseAttempt is a running RunPhase attempt: a recoverable idle verdict
+// cancels it instead of the session.
+type phaseAttempt struct {
+	cancel context.CancelCauseFunc
+}
+
+// sleeper is a wake-up on the Watchdog's scheduler (deterministic on a fake
+// clock).
+type sleeper struct {
+	item sched.Item[timed]
+	ch   chan struct{}
+}
+
+func (sl *sleeper) fireLocked(w *Watchdog, now time.Time, ef *effects) {
+	ef.after = append(ef.after, func() { close(sl.ch) })
+}
+
+// sleepUntil waits until t on the Watchdog's clock, or until ctx ends. It
+// returns at once if t has passed.
+func (w *Watchdog) sleepUntil(ctx context.Context, t time.Time) error {
+	if !t.After(w.clock.Now()) {
+		return context.Cause(ctx)
+	}
+	sl := &sleeper{ch: make(chan struct{})}
+	sl.item.Value = sl
+	due := toNanos(t)
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	w.heap.Push(&sl.item, due)
+	w.mu.Unlock()
+	w.armIfEarlier(due)
+	select {
+	case <-sl.ch:
+		return nil
+	case <-ctx.Done():
+		w.mu.Lock()
+		w.heap.Remove(&sl.item)
+		w.mu.Unlock()
+		return context.Cause(ctx)
+	case <-w.done:
+		return ErrClosed
+	}
+}

@@ -1,0 +1,343 @@
+package watchdog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/sched"
+)
+
+// session states
+const (
+	stateReserved uint32 = iota // Resume is loading; not scheduled
+	stateRunning
+	// The window ended; the state says why (see endCauseLocked).
+	stateStopped // Stop or Run: ErrSessionStopped
+	stateClosed  // Close: ErrClosed
+	stateFired   // the watchdog acted: rare.fired, or the default action's s.end
+)
+
+// Session is one watched session window. Its methods are safe for concurrent
+// use. A Session is obtained from Start or Resume and is done after Stop, a
+// fire or Close; a later window of the same session is a new Session.
+type Session struct {
+	w      *Watchdog
+	id     string
+	cfg    *sessionConfig // resolved policy; shared by sessions with the same Policy
+	vctx   sessionCtx     // the value context under ctx: parent plus this Session
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	sessionStartedAt time.Time
+	windowStartedAt  time.Time
+
+	state  atomic.Uint32 // written under w.mu; an ended state says why (endCauseLocked)
+	window int32
+	item   sched.Item[timed]
+	end    ending // why the default action ended the window; written once under w.mu
+
+	evBuf [4]chanState // the built-in channels' evidence (see chanAt); extra channels' are in rare
+	since int64        // observed since (Unix ns, UTC): the idle floor, evidence before it does not count; guarded by w.mu
+	gen   uint64       // the waiting watchdog's generation; guarded by w.mu
+	rare  *sessionRare // guarded by w.mu; nil until a session uses what it holds
+}
+
+// sessionRare is the part of a Session that most sessions never use: child
+// waits, the idle and shadow rules' memory, custom actions, deadline
+// layers, the waiting watchdog and RunPhase. It is allocated on first use,
+// under w.mu, so a plain session stays small.
+type sessionRare struct {
+	evx     []chanState   // the policy's extra channels' evidence; set before the session is shared, then only its atomics change
+	fired   *VerdictError // why the window ended, in stateFired; guarded by w.mu
+	waits   childWaits    // guarded by w.mu
+	rules   decide.State  // the rules' memory; guarded by w.mu
+	acting  bool          // a decision waits for the action goroutine; guarded by w.mu
+	bounded []*layer      // in-flight handlers with a deadline; guarded by w.mu
+	waiter  *waiter       // armed waiting watchdog; guarded by w.mu
+	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
+
+	graceUntil time.Time                       // end of the startup grace (zero: none)
+	backingOff bool                            // RunPhase waits between attempts: the idle rule is suspended
+	liveness   map[string]decide.LivenessState // user liveness rules' settle memory
+}
+
+// noRare stands in, read-only, for the sessionRare of a session without one.
+var noRare sessionRare
+
+// r returns s's sessionRare for reading: the zero stand-in if s has none.
+// Never write through it. Called with w.mu held.
+func (s *Session) r() *sessionRare {
+	if s.rare != nil {
+		return s.rare
+	}
+	return &noRare
+}
+
+// rw returns s's sessionRare for writing, allocating it on first use.
+// Called with w.mu held.
+func (s *Session) rw() *sessionRare {
+	if s.rare == nil {
+		s.rare = new(sessionRare)
+	}
+	return s.rare
+}
+
+// setRules stores the rules' memory. Called with w.mu held.
+func (s *Session) setRules(st decide.State) {
+	if s.rare == nil && st == (decide.State{}) {
+		return
+	}
+	s.rw().rules = st
+}
+
+// clearActing records that no decision waits for the action goroutine.
+// Called with w.mu held.
+func (s *Session) clearActing() {
+	if s.rare != nil {
+		s.rare.acting = false
+	}
+}
+
+// endCauseLocked is why the window ended: nil while it runs. Called with
+// w.mu held.
+func (s *Session) endCauseLocked() error {
+	switch s.state.Load() {
+	case stateStopped:
+		return ErrSessionStopped
+	case stateClosed:
+		return ErrClosed
+	case stateFired:
+		if s.rare != nil && s.rare.fired != nil {
+			return s.rare.fired
+		}
+		return (*firedCause)(s) // the default action's
+	}
+	return nil
+}
+
+// observedSince is the idle floor as a time. Called with w.mu held.
+func (s *Session) observedSince() time.Time {
+	if s.since == math.MinInt64 {
+		return time.Time{}
+	}
+	return time.Unix(0, s.since).UTC()
+}
+
+// sessionConfig is what a session needs from its Policy, resolved once.
+// Sessions started with the same Policy share one (see Watchdog.config), so
+// a fleet of sessions under one policy does not pay for it per session. It
+// is never modified after it is built.
+type sessionConfig struct {
+	policy          Policy // as given, recorded on start and resume events
+	limits          decide.Limits
+	grace           time.Duration // Policy.HandlerGrace, resolved
+	recoveryBudget  int           // resolved retries
+	recoveryBackoff time.Duration // resolved
+}
+
+func newSessionConfig(p Policy) *sessionConfig {
+	p = p.clone()
+	c := &sessionConfig{policy: p, limits: p.limits(), grace: p.HandlerGrace,
+		recoveryBudget: p.RecoveryBudget, recoveryBackoff: p.RecoveryBackoff}
+	if c.grace == 0 {
+		c.grace = DefaultHandlerGrace
+	}
+	switch c.recoveryBudget {
+	case 0:
+		c.recoveryBudget = DefaultRecoveryBudget
+	case NoRetries:
+		c.recoveryBudget = 0
+	}
+	if c.recoveryBackoff == 0 {
+		c.recoveryBackoff = DefaultRecoveryBackoff
+	}
+	return c
+}
+
+// config returns the resolved config of p: the one of the previous Start or
+// Resume when p is the same policy (see Policy.same), a new one otherwise.
+func (w *Watchdog) config(p Policy) *sessionConfig {
+	if c := w.lastConfig.Load(); c != nil && c.policy.same(&p) {
+		return c
+	}
+	c := newSessionConfig(p)
+	w.lastConfig.Store(c)
+	return c
+}
+
+// sessionCtx is the session's value context, kept inside the Session to save
+// an allocation: it carries the Session for FromContext and delegates
+// everything else to the context given to Start or Resume.
+type sessionCtx struct {
+	context.Context // the parent
+	s               *Session
+}
+
+func (c *sessionCtx) Value(key any) any {
+	if key == (sessionKey{}) {
+		return c.s
+	}
+	return c.Context.Value(key)
+}
+
+func (c *sessionCtx) String() string { return "watchdog.Session(" + c.s.id + ")" }
+
+// ID returns the session id.
+func (s *Session) ID() string { return s.id }
+
+// Context returns the session's context. It is cancelled when the window ends:
+// with a *VerdictError cause when the watchdog fires, ErrSessionStopped after
+// Stop, ErrClosed after Close. It is also cancelled, with the parent's cause,
+// when the context passed to Start or Resume ends; that does not end the
+// window (the session stays watched until Stop, a fire or Close; Run stops it
+// with StopCanceled).
+func (s *Session) Context() context.Context { return s.ctx }
+
+// Window returns the window number, from 1.
+func (s *Session) Window() int { return int(s.window) }
+
+// StartedAt returns session_started_at: the session's original start, kept
+// across resumes and restarts.
+func (s *Session) StartedAt() time.Time { return s.sessionStartedAt }
+
+// WindowStartedAt returns when the current window began.
+func (s *Session) WindowStartedAt() time.Time { return s.windowStartedAt }
+
+// Budget returns the window's wall-clock budget (the Policy's, defaults applied).
+func (s *Session) Budget() time.Duration { return s.cfg.limits.WallClock }
+
+// Deadline returns the last instant the window may run: its start plus its
+// budget. The watchdog fires at the first instant after it.
+func (s *Session) Deadline() time.Time { return s.windowStartedAt.Add(s.cfg.limits.WallClock) }
+
+// Stop ends the session's window normally: it records a stop event (reason
+// "completed"), unschedules the session and cancels its context with cause
+// ErrSessionStopped. After Stop nothing can fire for the window.
+//
+// Stop returns nil when it ended the window and on every later call after
+// that. If the window had already ended otherwise it returns that cause: the
+// *VerdictError when the watchdog fired first, ErrClosed after Close.
+func (s *Session) Stop() error {
+	_, err := s.stop(StopCompleted)
+	return err
+}
+
+// stop ends the window with a stop event carrying code, unless it already
+// ended. It reports whether this call ended it, and the earlier cause if not.
+func (s *Session) stop(code string) (bool, error) {
+	w := s.w
+	w.mu.Lock()
+	if s.state.Load() != stateRunning {
+		cause := s.endCauseLocked()
+		w.mu.Unlock()
+		if errors.Is(cause, ErrSessionStopped) {
+			return false, nil
+		}
+		return false, cause
+	}
+	s.state.Store(stateStopped)
+	w.sessions.Del(s)
+	w.heap.Remove(&s.item)
+	s.dropWaiterLocked()
+	e := s.event(KindStop, w.clock.Now())
+	e.Reason, e.StopReasonCode = code, code
+	w.rec.Push(entry{ev: e, seq: w.ids.Next()})
+	w.mu.Unlock()
+	s.cancel(ErrSessionStopped)
+	if ce := w.log.Check(zap.DebugLevel, "watchdog: session stopped"); ce != nil { // no fields built when disabled
+		ce.Write(zap.String("session_id", s.id), zap.Int("window", int(s.window)), zap.String("stop_reason_code", code))
+	}
+	return true, nil
+}
+
+// Result is the envelope Run returns: how a session window ended.
+type Result struct {
+	// SessionID is the session id.
+	SessionID string
+	// StopReasonCode is one of the Stop constants.
+	StopReasonCode string
+	// Resumable reports whether Resume can continue the session: true for
+	// every ending but StopCompleted.
+	Resumable bool
+	// Window is the window that ended.
+	Window int
+	// Elapsed is how long the window ran, on the Watchdog's clock.
+	Elapsed time.Duration
+}
+
+// MarshalJSON encodes r with snake_case names; elapsed_seconds is in seconds.
+func (r Result) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		SessionID      string  `json:"session_id"`
+		StopReasonCode string  `json:"stop_reason_code"`
+		Resumable      bool    `json:"resumable"`
+		Window         int     `json:"window"`
+		ElapsedSeconds float64 `json:"elapsed_seconds"`
+	}{r.SessionID, r.StopReasonCode, r.Resumable, r.Window, r.Elapsed.Seconds()})
+}
+
+// Run calls fn with the session's context, waits for it to return, ends the
+// window and reports how it ended. fn is never abandoned: it should return
+// when its context is done.
+//
+// When the watchdog fired, the result carries the verdict's code (for example
+// StopWallClockExceeded) and the error is the *VerdictError (joined with fn's
+// error if fn returned one of its own). Otherwise Run stops the session with
+// StopCompleted (fn returned nil; the error is nil), StopCanceled (the
+// caller's context ended) or StopFailed, and returns fn's error. A panic in fn
+// stops the session with StopFailed and is re-raised.
+func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error) {
+	res = Result{SessionID: s.id, Window: int(s.window)}
+	if fn == nil {
+		s.stop(StopFailed)
+		return res, fmt.Errorf("%w: nil function", ErrInvalidArgument)
+	}
+	panicked := true
+	defer func() {
+		if panicked {
+			s.stop(StopFailed)
+		}
+	}()
+	fnErr := fn(s.ctx)
+	panicked = false
+
+	code := StopCompleted
+	switch {
+	case fnErr == nil:
+	case s.vctx.Context.Err() != nil:
+		code = StopCanceled
+	default:
+		code = StopFailed
+	}
+	won, cause := s.stop(code)
+	res.Elapsed = s.w.clock.Now().Sub(s.windowStartedAt)
+	if won {
+		res.StopReasonCode = code
+		res.Resumable = code != StopCompleted
+		return res, fnErr
+	}
+	res.Resumable = true
+	var v *VerdictError
+	switch {
+	case errors.As(cause, &v):
+		res.StopReasonCode = v.StopReasonCode()
+		res.Resumable = v.Resumable()
+		res.Elapsed = v.FiredAt.Sub(s.windowStartedAt)
+	case errors.Is(cause, ErrClosed):
+		res.StopReasonCode = StopWatchdogClosed
+	default:
+		res.StopReasonCode = StopCanceled
+	}
+	if fnErr != nil && !errors.Is(fnErr, context.Canceled) && !errors.Is(fnErr, cause) {
+		return res, errors.Join(cause, fnErr)
+	}
+	return res, cause
+}
