@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sessionwatchdog/watchdog/internal/decide"
 	"github.com/sessionwatchdog/watchdog/internal/sched"
 )
 
@@ -269,6 +270,10 @@ func (l *layer) verdict(now time.Time) *VerdictError {
 func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 	switch l.state {
 	case layerRunning:
+		if !decide.Expired(l.started, l.budget, now) {
+			w.heap.Push(&l.item, toNanos(l.deadline))
+			return
+		}
 		v := l.verdict(now)
 		l.state, l.cause = layerFired, v
 		e := l.s.event(KindHandlerDeadline, now)

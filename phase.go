@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sessionwatchdog/watchdog/internal/decide"
 	"github.com/sessionwatchdog/watchdog/internal/sched"
 )
 
@@ -136,8 +137,8 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		if failedAt.IsZero() {
 			failedAt = w.clock.Now()
 		}
-		budgetN := s.cfg.recoveryBudget
-		if retries >= budgetN {
+		retry, backoff := decide.Retry(retries, s.cfg.recoveryBudget, s.cfg.recoveryBackoff)
+		if !retry {
 			e := s.event(KindRecoveryBudgetExceeded, failedAt)
 			e.Phase, e.Attempt, e.Reason, e.StopReasonCode = name, attempt, v.Reason, StopRecoveryBudgetExceeded
 			w.recordNow(e)
@@ -145,7 +146,6 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 			return res, fmt.Errorf("%w: phase %q after %d attempts: %w", ErrRecoveryBudgetExceeded, name, attempt, v)
 		}
 		retries++
-		backoff := s.cfg.recoveryBackoff << min(retries-1, 20)
 		e := s.event(KindRetry, failedAt)
 		e.Phase, e.Attempt, e.Reason = name, attempt+1, v.Reason
 		e.LimitSeconds = backoff.Seconds()

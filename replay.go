@@ -72,21 +72,27 @@ func Replay(events []Event) ([]Mismatch, error) {
 				channels[e.AggregateID] = e.Policy.Channels
 			}
 		case KindVerdict, KindDecision:
+			l, ok := policies[e.AggregateID]
 			if _, builtin := ruleByName[e.Rule]; !builtin {
 				// A liveness rule of the user's: its observations are not
-				// in the log; check the settle discipline.
-				switch {
-				case e.Kind == KindVerdict && (e.SettleCount < 1 || e.SettleCount >= e.SettleChecks):
-					bad(e, fmt.Sprintf("CONTINUE rule=%s settle=%d/%d", e.Rule, e.SettleCount, e.SettleChecks), "a count inside the settle window")
-				case e.Kind == KindDecision && e.SettleCount != e.SettleChecks:
-					bad(e, fmt.Sprintf("HARD_STOP rule=%s settle=%d/%d", e.Rule, e.SettleCount, e.SettleChecks), "a full settle window")
-				}
+				// in the log, but each recorded one is the stale one that
+				// made the count what it says.
 				if e.Kind == KindDecision {
 					decisions[e.ID] = e
 				}
+				checks := e.SettleChecks
+				if ok {
+					checks = l.SettleChecks
+				}
+				pre := decide.LivenessState{Stale: e.SettleCount - 1}
+				v := decide.Liveness(pre, true, e.OccurredAt, checks, l.SettleInterval, e.Mode == ModeShadow, false)
+				want := v.Record && e.Kind == KindVerdict || v.Action != decide.Continue && e.Kind == KindDecision
+				if !want || v.Stale != e.SettleCount || e.SettleCount < 1 || e.SettleCount > checks {
+					bad(e, fmt.Sprintf("%s rule=%s settle=%d/%d", e.Verdict, e.Rule, e.SettleCount, e.SettleChecks),
+						fmt.Sprintf("the settle discipline of %d checks", checks))
+				}
 				continue
 			}
-			l, ok := policies[e.AggregateID]
 			if !ok {
 				bad(e, "a verdict", "no policy recorded for the session before it")
 				continue
@@ -141,7 +147,7 @@ func Replay(events []Event) ([]Mismatch, error) {
 				bad(e, "an outcome", "a shadow decision, which never acts")
 			}
 		case KindHandlerDeadline, KindWaitTimeout:
-			if e.MeasureSeconds < e.LimitSeconds {
+			if !decide.Expired(time.Time{}, secondsDuration(e.LimitSeconds), time.Time{}.Add(secondsDuration(e.MeasureSeconds))) {
 				bad(e, fmt.Sprintf("fired after %.9fs", e.MeasureSeconds), fmt.Sprintf("not due before %.9fs", e.LimitSeconds))
 			}
 		}

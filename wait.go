@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/sessionwatchdog/watchdog/internal/decide"
 	"github.com/sessionwatchdog/watchdog/internal/sched"
 )
 
@@ -105,6 +106,10 @@ func (wt *waiter) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 	s := wt.s
 	if s.r().waiter != wt || s.gen != wt.gen || s.state.Load() != stateRunning {
 		return // superseded: a stale timer never fires
+	}
+	if !decide.Expired(wt.from, wt.d, now) {
+		w.heap.Push(&wt.item, toNanos(wt.from.Add(wt.d)))
+		return
 	}
 	s.rare.waiter = nil
 	s.since = toNanos(now)

@@ -298,12 +298,11 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 		s.cancel(err)
 		return nil, err
 	}
-	if ended || last == 0 {
-		s.window = int32(last + 1)
+	window, fresh := decide.ResumeWindow(last, ended)
+	s.window = int32(window)
+	s.windowStartedAt = lastWindowStart.UTC()
+	if fresh {
 		s.windowStartedAt = w.clock.Now().UTC()
-	} else {
-		s.window = int32(last)
-		s.windowStartedAt = lastWindowStart.UTC()
 	}
 	if err := w.activate(s, KindResume, true); err != nil {
 		s.cancel(err)

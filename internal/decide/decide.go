@@ -377,3 +377,32 @@ func Liveness(st LivenessState, stale bool, now time.Time, checks int, interval 
 	}
 	return v
 }
+
+// Expired reports whether a deadline of budget, running from start, has
+// come at now: a deadline layer fires and a waiting watchdog times out at
+// exactly start + budget.
+func Expired(start time.Time, budget time.Duration, now time.Time) bool {
+	return !now.Before(start.Add(budget))
+}
+
+// Retry decides what follows a recoverable failure of a RunPhase attempt,
+// after retries retries already made, under a recovery budget of budget
+// retries and a first backoff of backoff: retry after wait (the backoff
+// doubling with each retry), or give up (the budget is spent).
+func Retry(retries, budget int, backoff time.Duration) (retry bool, wait time.Duration) {
+	if retries >= budget {
+		return false, 0
+	}
+	return true, backoff << min(retries, 20)
+}
+
+// ResumeWindow decides the window a resume attaches to, given the last
+// recorded window (0: none) and whether it has a terminal event: the same
+// window, keeping its start, or (fresh) the next one, starting at the
+// resume.
+func ResumeWindow(last int, ended bool) (window int, fresh bool) {
+	if ended || last == 0 {
+		return last + 1, true
+	}
+	return last, false
+}

@@ -225,3 +225,77 @@ func TestDecideIsPure(t *testing.T) {
 		t.Fatalf("same inputs, different verdicts: %+v vs %+v", a, b)
 	}
 }
+
+func TestLivenessSettlesThenActsOrAdvisesAndAFreshObservationResets(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	type obs struct {
+		at     int
+		stale  bool
+		action Action
+		record bool
+		stale2 int // the count after the observation
+	}
+	for _, tc := range []struct {
+		name   string
+		shadow bool
+		busy   bool
+		obs    []obs
+	}{
+		{"three stale checks act", false, false, []obs{{0, true, Continue, true, 1}, {10, true, Continue, true, 2}, {20, true, Act, false, 0}}},
+		{"an early stale observation is not counted", false, false, []obs{{0, true, Continue, true, 1}, {5, true, Continue, false, 1}, {10, true, Continue, true, 2}}},
+		{"a fresh observation resets the count", false, false, []obs{{0, true, Continue, true, 1}, {10, false, Continue, false, 0}, {20, true, Continue, true, 1}}},
+		{"shadow advises once per episode", true, false, []obs{{0, true, Continue, true, 1}, {10, true, Continue, true, 2}, {20, true, Advise, false, 3}, {30, true, Continue, false, 3}, {40, false, Continue, false, 0}}},
+		{"nothing is counted while an action is pending", false, true, []obs{{0, true, Continue, false, 0}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var st LivenessState
+			for i, o := range tc.obs {
+				v := Liveness(st, o.stale, sec(o.at), 3, 10*time.Second, tc.shadow, tc.busy)
+				if v.Action != o.action || v.Record != o.record || v.State.Stale != o.stale2 {
+					t.Fatalf("observation %d: got action %v record %v count %d, want %v %v %d", i, v.Action, v.Record, v.State.Stale, o.action, o.record, o.stale2)
+				}
+				st = v.State
+			}
+		})
+	}
+}
+
+func TestRetryDoublesTheBackoffUntilTheBudgetIsSpent(t *testing.T) {
+	for _, tc := range []struct {
+		retries, budget int
+		retry           bool
+		wait            time.Duration
+	}{
+		{0, 2, true, time.Second},
+		{1, 2, true, 2 * time.Second},
+		{2, 2, false, 0},
+		{0, 0, false, 0},
+		{40, 100, true, time.Second << 20}, // the doubling stops at 2^20
+	} {
+		retry, wait := Retry(tc.retries, tc.budget, time.Second)
+		if retry != tc.retry || wait != tc.wait {
+			t.Errorf("Retry(%d, %d): %v %v, want %v %v", tc.retries, tc.budget, retry, wait, tc.retry, tc.wait)
+		}
+	}
+}
+
+func TestResumeContinuesAnOpenWindowAndOpensTheNextAfterATerminal(t *testing.T) {
+	for _, tc := range []struct {
+		last   int
+		ended  bool
+		window int
+		fresh  bool
+	}{{0, false, 1, true}, {1, false, 1, false}, {1, true, 2, true}, {7, false, 7, false}} {
+		if w, f := ResumeWindow(tc.last, tc.ended); w != tc.window || f != tc.fresh {
+			t.Errorf("ResumeWindow(%d, %v) = %d %v, want %d %v", tc.last, tc.ended, w, f, tc.window, tc.fresh)
+		}
+	}
+}
+
+func TestADeadlineExpiresAtExactlyItsStartPlusBudget(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if Expired(t0, time.Second, t0.Add(time.Second-1)) || !Expired(t0, time.Second, t0.Add(time.Second)) {
+		t.Fatal("a deadline expires at start + budget, not before")
+	}
+}
