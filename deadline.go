@@ -25,9 +25,9 @@ const (
 	LayerHandler   Layer = "handler"
 )
 
-// DefaultHandlerGrace is how long a layer waits, after its deadline, for fn
+// defaultHandlerGrace is how long a layer waits, after its deadline, for fn
 // to return before it abandons it (Policy.HandlerGrace).
-const DefaultHandlerGrace = 5 * time.Second
+const defaultHandlerGrace = 5 * time.Second
 
 // layer is one deadline layer in flight.
 type layer struct {
@@ -90,10 +90,10 @@ func Call(ctx context.Context, name string, budget time.Duration, fn func(ctx co
 // Within runs fn under a deadline layer of kind layer, named name, with its
 // own budget carried in fn's context. The context is done at start + budget
 // with a *VerdictError cause naming the layer (errors.Is matches
-// ErrHandlerDeadlineExceeded, ErrIterationDeadlineExceeded or
-// ErrPhaseDeadlineExceeded). The host enforces it: if fn has not returned
+// ErrDeadlineExceeded, ErrDeadlineExceeded or
+// ErrDeadlineExceeded). The host enforces it: if fn has not returned
 // within the grace period after the deadline (the session policy's
-// HandlerGrace, default DefaultHandlerGrace), Within returns the deadline
+// HandlerGrace, default defaultHandlerGrace), Within returns the deadline
 // error anyway and abandons fn's goroutine, which is counted (see
 // Watchdog.AbandonedHandlers) and recorded, never silently leaked. If fn
 // returns after the deadline, Within returns the deadline error too.
@@ -133,7 +133,7 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
-	l := &layer{kind: kind, name: name, budget: budget, grace: DefaultHandlerGrace, abandon: make(chan struct{})}
+	l := &layer{kind: kind, name: name, budget: budget, grace: defaultHandlerGrace, abandon: make(chan struct{})}
 	l.item.Value = l
 	s := FromContext(ctx)
 	var obs Observer

@@ -12,25 +12,21 @@ var (
 	// ErrWallClockExceeded is the cause of a session context cancelled
 	// because its window outran its wall-clock budget.
 	ErrWallClockExceeded = errors.New("watchdog: wall-clock budget exceeded")
-	// ErrIdleTimeout is the cause of a session context cancelled by the
+	// ErrIdleExceeded is the cause of a session context cancelled by the
 	// idle rule: stdout silent past the idle window with no fresher
 	// evidence on any other channel.
-	ErrIdleTimeout = errors.New("watchdog: idle: no output within the idle window")
+	ErrIdleExceeded = errors.New("watchdog: idle window exceeded")
 	// ErrSessionCeilingExceeded is the cause of a session context
 	// cancelled because the session outran Policy.SessionCeiling.
 	ErrSessionCeilingExceeded = errors.New("watchdog: session ceiling exceeded")
-	// ErrChildrenPersistTooLong is the cause of a session context
-	// cancelled because the window waited on children past
-	// Policy.ChildrenWaitCeiling.
-	ErrChildrenPersistTooLong = errors.New("watchdog: children persist too long")
-	// ErrHandlerDeadlineExceeded is the cause of a handler's context, and
-	// the error Call returns, when the handler outran its budget. It is
-	// distinct from the session-level verdicts.
-	ErrHandlerDeadlineExceeded = errors.New("watchdog: handler deadline exceeded")
-	// ErrIterationDeadlineExceeded: an iteration layer outran its budget.
-	ErrIterationDeadlineExceeded = errors.New("watchdog: iteration deadline exceeded")
-	// ErrPhaseDeadlineExceeded: a phase layer outran its budget.
-	ErrPhaseDeadlineExceeded = errors.New("watchdog: phase deadline exceeded")
+	// ErrChildrenWaitExceeded is the cause of a session context cancelled
+	// because the window waited on children past Policy.ChildrenWaitCeiling.
+	ErrChildrenWaitExceeded = errors.New("watchdog: children wait ceiling exceeded")
+	// ErrDeadlineExceeded is the cause of a deadline layer's context, and
+	// the error Within and Call return, when the layer (a handler, an
+	// iteration, a phase: VerdictError.Layer says which) outran its
+	// budget. It is distinct from the session-level verdicts.
+	ErrDeadlineExceeded = errors.New("watchdog: deadline exceeded")
 	// ErrLivenessFailed is the cause of a session context cancelled by a
 	// liveness rule of your own (Session.ReportLiveness).
 	ErrLivenessFailed = errors.New("watchdog: liveness rule failed")
@@ -65,21 +61,22 @@ var (
 	// ErrNotRecorded is wrapped by Close's error when events could not be
 	// recorded before Close gave up; the error names each of them.
 	ErrNotRecorded = errors.New("watchdog: events not recorded")
-	// ErrNoSubscriber is returned by Follow when the store does not
-	// implement Subscriber.
-	ErrNoSubscriber = errors.New("watchdog: store does not implement Subscriber")
 )
 
 // VerdictError is the one typed error of the package: the verdict that ended
 // a session window. It is the context.Cause of the session's context, and
-// errors.Is matches it to the sentinel of its reason (ErrWallClockExceeded,
-// ErrIdleTimeout, ErrSessionCeilingExceeded, ErrChildrenPersistTooLong).
+// errors.Is matches it to the sentinel of its rule (ErrWallClockExceeded,
+// ErrIdleExceeded, ErrSessionCeilingExceeded, ErrChildrenWaitExceeded,
+// ErrLivenessFailed, ErrDeadlineExceeded). A session's context cause may be
+// a smaller error that errors.As reads as a *VerdictError: read it with
+// errors.As, not a type assertion.
 type VerdictError struct {
 	SessionID string
 	Window    int
 	// Rule is the rule that fired (RuleWallClock, RuleIdle, ...).
 	Rule string
-	// Reason is the event's reason, for example "wall_clock_exceeded".
+	// Reason is the event's reason: the rule's name followed by
+	// "_exceeded", for example "wall_clock_exceeded" (see RuleWallClock).
 	Reason string
 	// Elapsed is the rule's measure when it fired: the window's age for
 	// the wall clock, the session's age for its ceiling, the cumulative
@@ -113,53 +110,19 @@ func (e *VerdictError) Error() string {
 		}
 		return msg
 	}
-	if e.Reason == ReasonLivenessFailed {
+	if e.Reason == reasonLivenessFailed {
 		return fmt.Sprintf("watchdog: session %q window %d: liveness rule %q failed", e.SessionID, e.Window, e.Rule)
 	}
 	return fmt.Sprintf("watchdog: session %q window %d: %s: elapsed %v > budget %v",
 		e.SessionID, e.Window, e.Reason, e.Elapsed, e.Budget)
 }
 
-// Unwrap returns the sentinel of the verdict's reason.
-func (e *VerdictError) Unwrap() error { return sentinelOf(e.Reason) }
+// Unwrap returns the sentinel of the verdict's rule.
+func (e *VerdictError) Unwrap() error { return ruleSentinel(e.Rule, e.Reason) }
 
-// sentinelOf is the sentinel error of a verdict's reason.
-func sentinelOf(reason string) error {
-	switch reason {
-	case ReasonWallClockExceeded:
-		return ErrWallClockExceeded
-	case ReasonNoOutputDeadline:
-		return ErrIdleTimeout
-	case ReasonSessionCeilingExceeded:
-		return ErrSessionCeilingExceeded
-	case ReasonChildrenPersistTooLong:
-		return ErrChildrenPersistTooLong
-	case ReasonLivenessFailed:
-		return ErrLivenessFailed
-	case "handler_deadline_exceeded":
-		return ErrHandlerDeadlineExceeded
-	case "iteration_deadline_exceeded":
-		return ErrIterationDeadlineExceeded
-	case "phase_deadline_exceeded":
-		return ErrPhaseDeadlineExceeded
-	}
-	return nil
-}
-
-// StopReasonCode returns the result envelope's code for the verdict.
+// StopReasonCode returns the result envelope's code for the verdict:
+// "watchdog_" followed by the reason, or for a deadline layer the reason.
 func (e *VerdictError) StopReasonCode() string {
-	switch e.Reason {
-	case ReasonWallClockExceeded:
-		return StopWallClockExceeded
-	case ReasonNoOutputDeadline:
-		return StopIdleTimeout
-	case ReasonSessionCeilingExceeded:
-		return StopSessionCeilingExceeded
-	case ReasonChildrenPersistTooLong:
-		return StopChildrenPersistTooLong
-	case ReasonLivenessFailed:
-		return StopLivenessFailed
-	}
 	if e.Layer != "" {
 		return e.Reason
 	}
@@ -167,5 +130,5 @@ func (e *VerdictError) StopReasonCode() string {
 }
 
 // Resumable reports whether Resume can continue after this verdict: every
-// verdict but the session ceiling, which counts from the session's start.
-func (e *VerdictError) Resumable() bool { return e.Reason != ReasonSessionCeilingExceeded }
+// verdict but the session ceiling's, which counts from the session's start.
+func (e *VerdictError) Resumable() bool { return e.Rule != RuleSessionCeiling }

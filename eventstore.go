@@ -15,8 +15,8 @@ import (
 	"unicode/utf8"
 )
 
-// AggregateType is the aggregate_type of every event the Watchdog records.
-const AggregateType = "runtime_control"
+// aggregateType is the aggregate_type of every event the Watchdog records.
+const aggregateType = "runtime_control"
 
 // Event kinds. They are part of the public contract: stores, projections and
 // post-mortem readers match on them.
@@ -71,8 +71,8 @@ const (
 
 // Verdict labels of Event.Verdict.
 const (
-	VerdictContinue = "CONTINUE"
-	VerdictHardStop = "HARD_STOP"
+	verdictContinue = "CONTINUE"
+	verdictHardStop = "HARD_STOP"
 )
 
 // Event is one recorded fact about a session. It marshals to JSON with the
@@ -85,7 +85,7 @@ type Event struct {
 	// Seq is the store's position of the event, assigned by the store on
 	// Append (strictly increasing per store). Zero before it is recorded.
 	Seq uint64 `json:"seq,omitzero"`
-	// AggregateType is always AggregateType ("runtime_control").
+	// AggregateType is always "runtime_control".
 	AggregateType string `json:"aggregate_type"`
 	// AggregateID is the session id.
 	AggregateID string `json:"aggregate_id"`
@@ -116,7 +116,7 @@ type Event struct {
 
 	// The fields below are set on verdict, decision and outcome events.
 
-	// Verdict is VerdictContinue or VerdictHardStop.
+	// Verdict is verdictContinue or verdictHardStop.
 	Verdict string `json:"verdict,omitempty"`
 	// Rule is the rule behind the verdict (RuleWallClock, RuleIdle, ...).
 	Rule string `json:"rule,omitempty"`
@@ -503,7 +503,7 @@ func Follow(parent context.Context, store EventStore, sessionID string) (context
 	}
 	sub, ok := store.(Subscriber)
 	if !ok {
-		return nil, nil, fmt.Errorf("%w: %T", ErrNoSubscriber, store)
+		return nil, nil, fmt.Errorf("%w: follow %q: the store (%T) does not implement Subscriber", ErrInvalidArgument, sessionID, store)
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	stop := func() { cancel(context.Canceled) }
@@ -555,6 +555,9 @@ func causeOf(e Event) error {
 		}
 		if e.Recoverable != nil {
 			v.Recoverable = *e.Recoverable
+		}
+		if r, ok := ruleByName[e.Rule]; ok {
+			v.Reason = r.Reason() // a log of an older version may name it otherwise
 		}
 		return v
 	}

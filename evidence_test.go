@@ -61,7 +61,7 @@ func TestWorkspaceEvidenceDefersTheIdleFireUntilItGoesStale(t *testing.T) {
 	conts := ofKind(evs, watchdog.KindVerdict)
 	require.NotEmpty(t, conts)
 	for _, c := range conts {
-		assert.Equal(t, watchdog.VerdictContinue, c.Verdict)
+		assert.Equal(t, "CONTINUE", c.Verdict)
 		assert.Equal(t, "workspace", c.ActiveChannel)
 		assert.Equal(t, "idle", c.Rule)
 		require.Len(t, c.EvidenceSummary, 4)
@@ -76,17 +76,17 @@ func TestWorkspaceEvidenceDefersTheIdleFireUntilItGoesStale(t *testing.T) {
 
 	advance(t, mock, 6*time.Second, w) // the workspace goes quiet
 	cause := context.Cause(s.Context())
-	require.ErrorIs(t, cause, watchdog.ErrIdleTimeout)
+	require.ErrorIs(t, cause, watchdog.ErrIdleExceeded)
 	var v *watchdog.VerdictError
 	require.ErrorAs(t, cause, &v)
 	assert.True(t, v.Recoverable)
-	assert.Equal(t, watchdog.ReasonNoOutputDeadline, v.Reason)
+	assert.Equal(t, "idle_exceeded", v.Reason)
 
 	evs = load(t, store, "agent")
 	dec := ofKind(evs, watchdog.KindDecision)
 	require.Len(t, dec, 1)
 	d := dec[0]
-	assert.Equal(t, watchdog.VerdictHardStop, d.Verdict)
+	assert.Equal(t, "HARD_STOP", d.Verdict)
 	assert.Equal(t, "none", d.ActiveChannel)
 	assert.Equal(t, t0.Add(21*time.Second+1), d.OccurredAt, "fires when the last file change is older than the TTL")
 	assert.InDelta(t, 5.000000001, *entry(t, d, "workspace").AgeSeconds, 1e-9)
@@ -95,7 +95,7 @@ func TestWorkspaceEvidenceDefersTheIdleFireUntilItGoesStale(t *testing.T) {
 	c := ofKind(evs, watchdog.KindCancel)
 	require.Len(t, c, 1)
 	assert.Equal(t, d.ID, c[0].DecidedByDecisionID)
-	assert.Equal(t, "watchdog_idle_timeout", c[0].StopReasonCode)
+	assert.Equal(t, "watchdog_idle_exceeded", c[0].StopReasonCode)
 	require.NotNil(t, c[0].Recoverable)
 	assert.True(t, *c[0].Recoverable)
 	assert.Equal(t, watchdog.KindCancel, evs[len(evs)-1].Kind)
@@ -121,7 +121,7 @@ func TestEvidenceTTLOffFiresAtTheIdleWindowDespiteFreshToolCalls(t *testing.T) {
 	s.Touch(watchdog.ChannelMCPTool)
 	require.NoError(t, s.Context().Err())
 	advance(t, mock, time.Nanosecond, w)
-	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrIdleTimeout)
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrIdleExceeded)
 	assert.Empty(t, ofKind(load(t, store, "s"), watchdog.KindVerdict), "nothing was deferred")
 
 	// In JSON, 0 means off and an absent knob the default.
@@ -200,7 +200,7 @@ func TestChildWaitCeilingCountsNestedAndConcurrentWaitsOnce(t *testing.T) {
 	require.NoError(t, s.Context().Err(), "19.999999999 s of waiting is under the ceiling")
 	advance(t, mock, 2, w)
 	cause := context.Cause(s.Context())
-	require.ErrorIs(t, cause, watchdog.ErrChildrenPersistTooLong)
+	require.ErrorIs(t, cause, watchdog.ErrChildrenWaitExceeded)
 	var v *watchdog.VerdictError
 	require.ErrorAs(t, cause, &v)
 	assert.Equal(t, 20*time.Second+1, v.Elapsed)
@@ -208,7 +208,7 @@ func TestChildWaitCeilingCountsNestedAndConcurrentWaitsOnce(t *testing.T) {
 	b.End()
 	c := ofKind(load(t, store, "s"), watchdog.KindCancel)
 	require.Len(t, c, 1)
-	assert.Equal(t, "watchdog_children_persist_too_long", c[0].StopReasonCode)
+	assert.Equal(t, "watchdog_children_wait_exceeded", c[0].StopReasonCode)
 	assert.InDelta(t, 20.000000001, c[0].ChildrenWaitSeconds, 1e-9)
 }
 
@@ -241,7 +241,7 @@ func TestSettleWindowActsOnlyOnConsecutiveStaleChecks(t *testing.T) {
 	assert.Equal(t, []int{1, 2, 1, 2}, counts)
 
 	advance(t, mock, 5*time.Second, w) // stale 3: act
-	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrIdleTimeout)
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrIdleExceeded)
 	advance(t, mock, time.Minute, w)
 	evs = load(t, store, "s")
 	assert.Len(t, ofKind(evs, watchdog.KindDecision), 1, "acts once")
@@ -268,7 +268,7 @@ func TestShadowModeRecordsTheDecisionAndLeavesTheSessionRunning(t *testing.T) {
 	assert.Equal(t, "wall_clock", decs[1].Rule)
 	for _, d := range decs {
 		assert.Equal(t, watchdog.ModeShadow, d.Mode)
-		assert.Equal(t, watchdog.VerdictHardStop, d.Verdict)
+		assert.Equal(t, "HARD_STOP", d.Verdict)
 	}
 	assert.Empty(t, ofKind(evs, watchdog.KindCancel))
 	require.NoError(t, s.Stop())
@@ -316,7 +316,7 @@ func TestStartupGraceDelaysTheIdleRuleUntilFirstOutput(t *testing.T) {
 	early.Touch(watchdog.ChannelStdout) // first output arms the rule at once
 
 	advance(t, mock, 10*time.Second+1, w) // t=15s+1ns
-	require.ErrorIs(t, context.Cause(early.Context()), watchdog.ErrIdleTimeout)
+	require.ErrorIs(t, context.Cause(early.Context()), watchdog.ErrIdleExceeded)
 	var v *watchdog.VerdictError
 	require.ErrorAs(t, context.Cause(early.Context()), &v)
 	assert.Equal(t, t0.Add(15*time.Second+1), v.FiredAt)
@@ -324,7 +324,7 @@ func TestStartupGraceDelaysTheIdleRuleUntilFirstOutput(t *testing.T) {
 	advance(t, mock, 25*time.Second-1, w) // t=40
 	require.NoError(t, quiet.Context().Err(), "grace 30 s + idle window 10 s")
 	advance(t, mock, 1, w)
-	require.ErrorIs(t, context.Cause(quiet.Context()), watchdog.ErrIdleTimeout)
+	require.ErrorIs(t, context.Cause(quiet.Context()), watchdog.ErrIdleExceeded)
 }
 
 func TestIdleDeferralCapIsFatalEvenWithEvidence(t *testing.T) {
@@ -361,7 +361,7 @@ func TestProgressHeartbeatsCountOnlyWhenTheValueAdvances(t *testing.T) {
 		assert.False(t, s.Progress(watchdog.ChannelSubagent, 4))
 	}
 	advance(t, mock, 4*time.Second, w)
-	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrIdleTimeout, "pings without progress are no evidence")
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrIdleExceeded, "pings without progress are no evidence")
 }
 
 func TestWriterRecordsStdoutEvidencePerWrite(t *testing.T) {

@@ -34,7 +34,7 @@ func ExampleCall() {
 	<-entered
 	_ = watchdogtest.Advance(ctx, mock, 2*time.Second, w)
 	err := <-result
-	fmt.Println(errors.Is(err, watchdog.ErrHandlerDeadlineExceeded))
+	fmt.Println(errors.Is(err, watchdog.ErrDeadlineExceeded))
 	fmt.Println(err)
 
 	evs, _ := store.Load(ctx, "agent-1")
@@ -57,7 +57,7 @@ func ExampleSession_Wait() {
 	s, _ := w.Start(ctx, "agent-1", mock.Now(), watchdog.Policy{})
 
 	fired := make(chan uint64, 1)
-	gen := s.Wait(watchdog.WaitTimeout(0), func(ctx context.Context, s *watchdog.Session, generation uint64) {
+	gen := s.Wait(0, func(ctx context.Context, s *watchdog.Session, generation uint64) {
 		fired <- generation // e.g. emit an empty WaitForEventsResult
 	})
 	_ = watchdogtest.Advance(ctx, mock, 30*time.Minute, w)

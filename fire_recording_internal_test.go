@@ -101,7 +101,7 @@ func TestAFailedAppendInABurstOfFiresBacksOffOnlyItsSession(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, s2.Window())
 
-	mock.Add(DefaultRetryMin)
+	mock.Add(defaultRetryMin)
 	require.NoError(t, w.Check(ctx))
 	require.Equal(t, []string{KindStart, KindDecision, KindCancel, KindResume}, kinds("s2"))
 	evs, err := store.Load(ctx, "s2")

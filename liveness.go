@@ -8,14 +8,6 @@ import (
 	"github.com/sessionwatchdog/watchdog/internal/decide"
 )
 
-// ReasonLivenessFailed is the reason of a verdict of a liveness rule of your
-// own (see Session.ReportLiveness).
-const ReasonLivenessFailed = "liveness_failed"
-
-// StopLivenessFailed is the stop reason code of a window ended by a
-// liveness rule of your own.
-const StopLivenessFailed = "watchdog_liveness_failed"
-
 // ReportLiveness records one observation of a liveness rule of your own (a
 // health probe, a progress check, a heartbeat from another system) declared in
 // Policy.LivenessRules: stale or not. The rule follows the supervisor
@@ -27,7 +19,7 @@ const StopLivenessFailed = "watchdog_liveness_failed"
 // Policy.RuleModes[rule] (default Policy.Mode): in shadow mode the decision is
 // recorded once until a fresh observation, and nothing else happens; in act
 // mode the decision is recorded, then the session is cancelled with a
-// *VerdictError (Rule: rule, Reason: ReasonLivenessFailed, errors.Is
+// *VerdictError (Rule: rule, Reason "liveness_failed", errors.Is
 // ErrLivenessFailed, recoverable) or the configured action runs, then the
 // outcome is recorded.
 //
@@ -61,18 +53,18 @@ func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err err
 	if v.Record || v.Action != decide.Continue {
 		sn := s.snapshot()
 		e := s.event(KindVerdict, now)
-		e.Verdict, e.Rule, e.ActiveChannel = VerdictContinue, rule, "none"
+		e.Verdict, e.Rule, e.ActiveChannel = verdictContinue, rule, "none"
 		e.SettleCount, e.SettleChecks = v.Stale, s.cfg.limits.SettleChecks
 		e.EvidenceSummary = s.summary(sn, now)
 		if v.Action != decide.Continue {
 			decided = true
-			e.ID, e.Kind, e.Verdict, e.Mode, e.Reason = w.newID(), KindDecision, VerdictHardStop, mode, ReasonLivenessFailed
+			e.ID, e.Kind, e.Verdict, e.Mode, e.Reason = w.newID(), KindDecision, verdictHardStop, mode, reasonLivenessFailed
 			recoverable := true
 			e.Recoverable = &recoverable
 		}
 		w.recordLocked(&ef, e)
 		if v.Action == decide.Act {
-			ve := &VerdictError{SessionID: s.id, Window: int(s.window), Rule: rule, Reason: ReasonLivenessFailed,
+			ve := &VerdictError{SessionID: s.id, Window: int(s.window), Rule: rule, Reason: reasonLivenessFailed,
 				FiredAt: now.UTC(), Recoverable: true, DecisionID: e.ID,
 				Elapsed: now.Sub(s.windowStartedAt), Budget: s.cfg.limits.WallClock}
 			if w.action == nil {

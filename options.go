@@ -18,17 +18,17 @@ import (
 
 // Defaults of the Policy fields whose zero value means a default.
 const (
-	// DefaultWallClock is the wall-clock budget of a window: four hours,
+	// defaultWallClock is the wall-clock budget of a window: four hours,
 	// the seed's session_wall_clock_seconds default.
-	DefaultWallClock = 4 * time.Hour
-	// DefaultEvidenceTTL is how fresh non-baseline evidence must be to
+	defaultWallClock = 4 * time.Hour
+	// defaultEvidenceTTL is how fresh non-baseline evidence must be to
 	// defer an idle fire: 30 s (agent_idle_activity_evidence_ttl_seconds).
-	DefaultEvidenceTTL = 30 * time.Second
-	// DefaultSettleChecks is how many consecutive stale observations the
+	defaultEvidenceTTL = 30 * time.Second
+	// defaultSettleChecks is how many consecutive stale observations the
 	// idle rule needs before it acts (Kubernetes' failureThreshold).
-	DefaultSettleChecks = 3
-	// DefaultSettleInterval spaces the idle rule's stale observations.
-	DefaultSettleInterval = 10 * time.Second
+	defaultSettleChecks = 3
+	// defaultSettleInterval spaces the idle rule's stale observations.
+	defaultSettleInterval = 10 * time.Second
 )
 
 // Off, as Policy.EvidenceTTL, turns idle deferral off: only the baseline
@@ -48,31 +48,9 @@ const (
 	ModeShadow Mode = "shadow"
 )
 
-// Rule names, as used in Policy.RuleModes and in events' rule field.
-const (
-	RuleWallClock      = "wall_clock"
-	RuleSessionCeiling = "session_ceiling"
-	RuleChildrenWait   = "children_wait"
-	RuleIdle           = "idle"
-)
-
-var ruleByName = map[string]decide.Rule{
-	RuleWallClock:      decide.RuleWallClock,
-	RuleSessionCeiling: decide.RuleSessionCeiling,
-	RuleChildrenWait:   decide.RuleChildrenWait,
-	RuleIdle:           decide.RuleIdle,
-}
-
-var ruleNames = [decide.NumRules]string{
-	decide.RuleWallClock:      RuleWallClock,
-	decide.RuleSessionCeiling: RuleSessionCeiling,
-	decide.RuleChildrenWait:   RuleChildrenWait,
-	decide.RuleIdle:           RuleIdle,
-}
-
-// MaxChannels is the most evidence channels a session can have: the four
+// maxChannels is the most evidence channels a session can have: the four
 // built-in ones plus Policy.Channels.
-const MaxChannels = 16
+const maxChannels = 16
 
 // Policy holds the per-session limits. It is plain data: it marshals to JSON
 // with the seeds' knob names, a zero field means its documented default, and
@@ -86,7 +64,7 @@ type Policy struct {
 	// the window's start (the session's start for window 1, the resume
 	// moment for a window opened after a terminal event). The session
 	// fires when now - window start > WallClock. Zero means
-	// DefaultWallClock (4 h). JSON: session_wall_clock_seconds.
+	// defaultWallClock (4 h). JSON: session_wall_clock_seconds.
 	WallClock time.Duration
 
 	// SessionCeiling is the maximum session duration, measured from
@@ -108,7 +86,7 @@ type Policy struct {
 
 	// EvidenceTTL defers an idle fire while any non-baseline channel's
 	// latest evidence is at most EvidenceTTL old. Zero means
-	// DefaultEvidenceTTL (30 s); Off turns deferral off (stdout only).
+	// defaultEvidenceTTL (30 s); Off turns deferral off (stdout only).
 	// JSON: agent_idle_activity_evidence_ttl_seconds, where 0 means Off
 	// and an absent field the default.
 	EvidenceTTL time.Duration
@@ -128,11 +106,11 @@ type Policy struct {
 	// SettleChecks is how many consecutive stale observations, spaced by
 	// SettleInterval, the idle rule needs before it acts; one fresh
 	// observation resets the count. The wall clock and the ceilings never
-	// wait. Zero means DefaultSettleChecks (3). JSON: settle_checks.
+	// wait. Zero means defaultSettleChecks (3). JSON: settle_checks.
 	SettleChecks int
 
 	// SettleInterval spaces the idle rule's stale observations. Zero means
-	// DefaultSettleInterval (10 s). JSON: settle_interval_seconds.
+	// defaultSettleInterval (10 s). JSON: settle_interval_seconds.
 	SettleInterval time.Duration
 
 	// Mode is the mode of every rule without an entry in RuleModes. Empty
@@ -159,16 +137,16 @@ type Policy struct {
 
 	// HandlerGrace is how long a deadline layer waits after its deadline
 	// for the function to return before abandoning it. Zero means
-	// DefaultHandlerGrace (5 s). JSON: handler_grace_seconds.
+	// defaultHandlerGrace (5 s). JSON: handler_grace_seconds.
 	HandlerGrace time.Duration
 
 	// RecoveryBudget is how many times RunPhase retries a phase that ended
-	// with a recoverable verdict. Zero means DefaultRecoveryBudget (2);
+	// with a recoverable verdict. Zero means defaultRecoveryBudget (2);
 	// NoRetries turns retries off. JSON: recovery_budget (-1 for none).
 	RecoveryBudget int
 
 	// RecoveryBackoff is the wait before the first retry, doubling for
-	// each further one. Zero means DefaultRecoveryBackoff (1 s). JSON:
+	// each further one. Zero means defaultRecoveryBackoff (1 s). JSON:
 	// recovery_backoff_seconds.
 	RecoveryBackoff time.Duration
 
@@ -359,8 +337,8 @@ func (p Policy) Validate() error {
 			return err
 		}
 	}
-	if n := len(builtinChannels) + len(p.Channels); n > MaxChannels {
-		return fmt.Errorf("%w: evidence_channels: %d channels, at most %d", ErrInvalidPolicy, n, MaxChannels)
+	if n := len(builtinChannels) + len(p.Channels); n > maxChannels {
+		return fmt.Errorf("%w: evidence_channels: %d channels, at most %d", ErrInvalidPolicy, n, maxChannels)
 	}
 	seen := map[string]bool{}
 	for _, name := range builtinChannels {
@@ -427,19 +405,19 @@ func (p Policy) limits() decide.Limits {
 		SettleInterval:   p.SettleInterval,
 	}
 	if l.WallClock == 0 {
-		l.WallClock = DefaultWallClock
+		l.WallClock = defaultWallClock
 	}
 	switch l.EvidenceTTL {
 	case 0:
-		l.EvidenceTTL = DefaultEvidenceTTL
+		l.EvidenceTTL = defaultEvidenceTTL
 	case Off:
 		l.EvidenceTTL = 0
 	}
 	if l.SettleChecks == 0 {
-		l.SettleChecks = DefaultSettleChecks
+		l.SettleChecks = defaultSettleChecks
 	}
 	if l.SettleInterval == 0 {
-		l.SettleInterval = DefaultSettleInterval
+		l.SettleInterval = defaultSettleInterval
 	}
 	for r := range decide.NumRules {
 		if p.modeOf(ruleNames[r]) == ModeShadow {
@@ -475,8 +453,8 @@ type Clock interface {
 
 // Default retry backoff for events whose Append failed.
 const (
-	DefaultRetryMin = 100 * time.Millisecond
-	DefaultRetryMax = 30 * time.Second
+	defaultRetryMin = 100 * time.Millisecond
+	defaultRetryMax = 30 * time.Second
 )
 
 // Option configures a Watchdog's collaborators. Options are applied in order;
@@ -495,12 +473,12 @@ type config struct {
 	idPrefix   string
 }
 
-// DefaultEvidenceResolution is the default resolution of evidence
+// defaultEvidenceResolution is the default resolution of evidence
 // timestamps (see WithEvidenceResolution).
-const DefaultEvidenceResolution = 50 * time.Millisecond
+const defaultEvidenceResolution = 50 * time.Millisecond
 
 func defaultConfig() config {
-	return config{retryMin: DefaultRetryMin, retryMax: DefaultRetryMax, resolution: DefaultEvidenceResolution}
+	return config{retryMin: defaultRetryMin, retryMax: defaultRetryMax, resolution: defaultEvidenceResolution}
 }
 
 // ActionFunc is a pluggable action: what the Watchdog does when a rule in act
@@ -543,7 +521,7 @@ func WithObserver(o Observer) Option {
 // refreshes every d while evidence is being recorded (and at every decision
 // and settle point), so Touch costs about a nanosecond and an idle Watchdog
 // costs no CPU. A channel's last_at can therefore read up to d earlier than
-// the real instant. Values <= 0 keep DefaultEvidenceResolution (50 ms).
+// the real instant. Values <= 0 keep defaultEvidenceResolution (50 ms).
 func WithEvidenceResolution(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
@@ -584,7 +562,7 @@ func WithLogger(l *zap.Logger) Option {
 
 // WithRetryBackoff sets the backoff between attempts to record an event whose
 // Append failed: min after the first failure, doubling up to max. Values <= 0
-// keep the defaults (DefaultRetryMin, DefaultRetryMax); max below min is
+// keep the defaults (defaultRetryMin, defaultRetryMax); max below min is
 // raised to min. Retries run on the Watchdog's clock.
 func WithRetryBackoff(min, max time.Duration) Option {
 	return func(c *config) {

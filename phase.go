@@ -15,15 +15,11 @@ import (
 
 // Recovery defaults (Policy.RecoveryBudget, Policy.RecoveryBackoff).
 const (
-	DefaultRecoveryBudget  = 2
-	DefaultRecoveryBackoff = time.Second
+	defaultRecoveryBudget  = 2
+	defaultRecoveryBackoff = time.Second
 	// NoRetries, as Policy.RecoveryBudget, turns retries off.
 	NoRetries = -1
 )
-
-// StopRecoveryBudgetExceeded is the stop reason code of a phase whose
-// recoverable failures outlasted its recovery budget.
-const StopRecoveryBudgetExceeded = "recovery_budget_exceeded"
 
 // PhaseResult is how RunPhase ended.
 type PhaseResult[T any] struct {

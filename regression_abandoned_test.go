@@ -40,7 +40,7 @@ func TestAbandonedPhaseKeepsItsPartialAndDropsLateWrites(t *testing.T) {
 	o := <-got
 	close(late) // the abandoned function returns now, after RunPhase did
 	<-fnDone
-	require.ErrorIs(t, o.err, watchdog.ErrPhaseDeadlineExceeded)
+	require.ErrorIs(t, o.err, watchdog.ErrDeadlineExceeded)
 	assert.Equal(t, 0, o.r.Partial)
 	assert.Equal(t, "phase_deadline_exceeded", o.r.StopReasonCode)
 }
@@ -65,7 +65,7 @@ func TestAbandonedHandlersCountsOnlyAbandonedFunctionsStillRunning(t *testing.T)
 		}()
 		<-entered
 		require.NoError(t, watchdogtest.Advance(context.Background(), mock, 2*time.Second, w))
-		require.ErrorIs(t, <-abandoned, watchdog.ErrHandlerDeadlineExceeded)
+		require.ErrorIs(t, <-abandoned, watchdog.ErrDeadlineExceeded)
 		a, running := w.AbandonedHandlers()
 		assert.Equal(t, [2]int64{1, 1}, [2]int64{a, running})
 

@@ -25,5 +25,5 @@ func TestChildWaitCeilingAppliesAfterAShadowAdvice(t *testing.T) {
 	cw := s.BeginChildWait()
 	defer cw.End()
 	advance(t, mock, 10*time.Minute, w) // waits 10 min on children, ceiling 30 s
-	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrChildrenPersistTooLong)
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrChildrenWaitExceeded)
 }

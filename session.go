@@ -148,16 +148,16 @@ func newSessionConfig(p Policy) *sessionConfig {
 	c := &sessionConfig{policy: p, limits: p.limits(), grace: p.HandlerGrace,
 		recoveryBudget: p.RecoveryBudget, recoveryBackoff: p.RecoveryBackoff}
 	if c.grace == 0 {
-		c.grace = DefaultHandlerGrace
+		c.grace = defaultHandlerGrace
 	}
 	switch c.recoveryBudget {
 	case 0:
-		c.recoveryBudget = DefaultRecoveryBudget
+		c.recoveryBudget = defaultRecoveryBudget
 	case NoRetries:
 		c.recoveryBudget = 0
 	}
 	if c.recoveryBackoff == 0 {
-		c.recoveryBackoff = DefaultRecoveryBackoff
+		c.recoveryBackoff = defaultRecoveryBackoff
 	}
 	return c
 }
@@ -211,11 +211,9 @@ func (s *Session) StartedAt() time.Time { return s.sessionStartedAt }
 // WindowStartedAt returns when the current window began.
 func (s *Session) WindowStartedAt() time.Time { return s.windowStartedAt }
 
-// Budget returns the window's wall-clock budget (the Policy's, defaults applied).
-func (s *Session) Budget() time.Duration { return s.cfg.limits.WallClock }
-
 // Deadline returns the last instant the window may run: its start plus its
-// budget. The watchdog fires at the first instant after it.
+// wall-clock budget (Policy.WallClock, defaults applied). The watchdog
+// fires at the first instant after it.
 func (s *Session) Deadline() time.Time { return s.windowStartedAt.Add(s.cfg.limits.WallClock) }
 
 // Stop ends the session's window normally: it records a stop event (reason
@@ -289,7 +287,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 // when its context is done.
 //
 // When the watchdog fired, the result carries the verdict's code (for example
-// StopWallClockExceeded) and the error is the *VerdictError (joined with fn's
+// "watchdog_wall_clock_exceeded") and the error is the *VerdictError (joined with fn's
 // error if fn returned one of its own). Otherwise Run stops the session with
 // StopCompleted (fn returned nil; the error is nil), StopCanceled (the
 // caller's context ended) or StopFailed, and returns fn's error. A panic in fn

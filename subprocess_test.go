@@ -148,7 +148,7 @@ func TestRealSubprocessesQuietFileWorkLivesSilentSleepDies(t *testing.T) {
 	}
 	advance(t, mock, time.Second, w)
 
-	require.ErrorIs(t, context.Cause(sleeper.Context()), watchdog.ErrIdleTimeout)
+	require.ErrorIs(t, context.Cause(sleeper.Context()), watchdog.ErrIdleExceeded)
 	require.Error(t, <-sleeperDone, "the sleeper was killed")
 	requireGroupGone(t, scmd.Process.Pid) // no process of the sleeper's group is left
 	sev := load(t, store, "sleeper")
@@ -169,7 +169,7 @@ func TestRealSubprocessesQuietFileWorkLivesSilentSleepDies(t *testing.T) {
 	require.NoError(t, stdin.Close())
 	require.NoError(t, wcmd.Wait())
 	advance(t, mock, 10*time.Second, w)
-	require.ErrorIs(t, context.Cause(worker.Context()), watchdog.ErrIdleTimeout)
+	require.ErrorIs(t, context.Cause(worker.Context()), watchdog.ErrIdleExceeded)
 	requireGroupGone(t, wcmd.Process.Pid)
 }
 
@@ -201,7 +201,7 @@ func TestSubprocessHandlerIsKilledWithItsWholeGroup(t *testing.T) {
 	require.GreaterOrEqual(t, len(liveInGroup(t, pgid)), 2, "sh and its background sleep run")
 	advance(t, mock, 2*time.Second, w)
 	err = <-res
-	require.ErrorIs(t, err, watchdog.ErrHandlerDeadlineExceeded)
+	require.ErrorIs(t, err, watchdog.ErrDeadlineExceeded)
 	var v *watchdog.VerdictError
 	require.ErrorAs(t, err, &v)
 	assert.Equal(t, "sh sleep", v.DyingSpan)

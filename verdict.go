@@ -197,7 +197,7 @@ func (w *Watchdog) cancelAttemptLocked(s *Session, ve *VerdictError, now time.Ti
 	at := s.rare.attempt // the caller saw it set
 	s.rare.attempt = nil
 	e := s.event(KindAttemptCancelled, now)
-	e.Reason, e.Rule, e.Verdict, e.DecidedByDecisionID = ve.Reason, ve.Rule, VerdictHardStop, ve.DecisionID
+	e.Reason, e.Rule, e.Verdict, e.DecidedByDecisionID = ve.Reason, ve.Rule, verdictHardStop, ve.DecisionID
 	e.Recoverable = &ve.Recoverable
 	e.MeasureSeconds, e.LimitSeconds = ve.Elapsed.Seconds(), ve.Budget.Seconds()
 	w.recordLocked(ef, e)
@@ -256,7 +256,7 @@ func (c *firedCause) verdict() *VerdictError {
 func (c *firedCause) Error() string { return c.verdict().Error() }
 
 // Unwrap returns the sentinel of the rule that fired.
-func (c *firedCause) Unwrap() error { return sentinelOf(c.end.rule.Reason()) }
+func (c *firedCause) Unwrap() error { return ruleSentinel(ruleNames[c.end.rule], "") }
 
 // As sets a **VerdictError target to the verdict.
 func (c *firedCause) As(target any) bool {
@@ -335,7 +335,7 @@ func (s *Session) verdict(v decide.Verdict, now time.Time, decisionID string) *V
 func (s *Session) event(kind string, now time.Time) Event {
 	now = now.UTC()
 	return Event{
-		AggregateType:           AggregateType,
+		AggregateType:           aggregateType,
 		AggregateID:             s.id,
 		Kind:                    kind,
 		Window:                  int(s.window),
@@ -355,7 +355,7 @@ func (w *Watchdog) newID() string { return w.ids.String(w.ids.Next()) }
 // or a stale observation inside the settle window.
 func (s *Session) verdictEvent(sn decide.Snapshot, v decide.Verdict, now time.Time) Event {
 	e := s.event(KindVerdict, now)
-	e.Verdict, e.Rule = VerdictContinue, ruleNames[v.Rule]
+	e.Verdict, e.Rule = verdictContinue, ruleNames[v.Rule]
 	e.MeasureSeconds, e.LimitSeconds = v.Elapsed.Seconds(), v.Budget.Seconds()
 	e.EvidenceSummary = s.summary(sn, now)
 	e.ActiveChannel = activeName(s, v.ActiveChannel)
@@ -383,7 +383,7 @@ func activeName(s *Session, i int) string {
 func (s *Session) decisionEvent(id string, f *decisionFacts, mode Mode, summary []EvidenceEntry) Event {
 	e := s.event(KindDecision, f.now)
 	e.ID = id
-	e.Verdict, e.Rule, e.Mode, e.Reason = VerdictHardStop, ruleNames[f.rule], mode, f.rule.Reason()
+	e.Verdict, e.Rule, e.Mode, e.Reason = verdictHardStop, ruleNames[f.rule], mode, f.rule.Reason()
 	rec := f.rule.Recoverable()
 	e.Recoverable = &rec
 	e.MeasureSeconds, e.LimitSeconds = f.elapsed.Seconds(), f.budget.Seconds()
@@ -403,7 +403,7 @@ func (s *Session) cancelEvent(id string, ve *VerdictError, summary []EvidenceEnt
 	e := s.event(KindCancel, now)
 	e.ID = id
 	e.Reason, e.StopReasonCode, e.FiredAt = ve.Reason, ve.StopReasonCode(), e.OccurredAt
-	e.Verdict, e.Rule, e.DecidedByDecisionID = VerdictHardStop, ve.Rule, ve.DecisionID
+	e.Verdict, e.Rule, e.DecidedByDecisionID = verdictHardStop, ve.Rule, ve.DecisionID
 	e.Recoverable = &ve.Recoverable
 	e.MeasureSeconds, e.LimitSeconds = ve.Elapsed.Seconds(), ve.Budget.Seconds()
 	e.EvidenceSummary = summary

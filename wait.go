@@ -8,17 +8,17 @@ import (
 	"github.com/sessionwatchdog/watchdog/internal/sched"
 )
 
-// DefaultWaitTimeout is the timeout of a waiting state whose server supplied
+// defaultWaitTimeout is the timeout of a waiting state whose server supplied
 // none (0) or a negative one.
-const DefaultWaitTimeout = 30 * time.Minute
+const defaultWaitTimeout = 30 * time.Minute
 
-// WaitTimeout resolves a server-supplied timeout: a positive value is used as
-// is; 0 (unset) or a negative value falls back to DefaultWaitTimeout.
-func WaitTimeout(server time.Duration) time.Duration {
+// waitTimeout resolves a server-supplied timeout: a positive value is used as
+// is; 0 (unset) or a negative value falls back to defaultWaitTimeout.
+func waitTimeout(server time.Duration) time.Duration {
 	if server > 0 {
 		return server
 	}
-	return DefaultWaitTimeout
+	return defaultWaitTimeout
 }
 
 // waiter is a session's armed waiting watchdog.
@@ -32,7 +32,7 @@ type waiter struct {
 }
 
 // Wait puts the session in the waiting state (waiting for external events)
-// and arms the waiting watchdog for WaitTimeout(timeout). It returns the
+// and arms the waiting watchdog for waitTimeout(timeout). It returns the
 // arm's generation. Each arm supersedes the previous one; EndWait and the
 // end of the window bump the generation, so a stale timer never fires. While
 // waiting, the idle rule does not fire (the wall clock and the ceilings
@@ -45,7 +45,7 @@ type waiter struct {
 // onTimeout may be nil; it must not call Check or Close.
 func (s *Session) Wait(timeout time.Duration, onTimeout func(ctx context.Context, s *Session, generation uint64)) uint64 {
 	w := s.w
-	d := WaitTimeout(timeout)
+	d := waitTimeout(timeout)
 	now := w.clock.Now()
 	w.mu.Lock()
 	r := s.rw()
@@ -114,7 +114,7 @@ func (wt *waiter) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 	s.rare.waiter = nil
 	s.since = toNanos(now)
 	e := s.event(KindWaitTimeout, now)
-	e.Verdict, e.Reason, e.Generation = VerdictContinue, "wait_timeout", wt.gen
+	e.Verdict, e.Reason, e.Generation = verdictContinue, "wait_timeout", wt.gen
 	e.MeasureSeconds, e.LimitSeconds = now.Sub(wt.from).Seconds(), wt.d.Seconds()
 	w.recordLocked(ef, e)
 	if !s.r().acting {

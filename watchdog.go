@@ -21,49 +21,6 @@ import (
 	"github.com/sessionwatchdog/watchdog/internal/sched"
 )
 
-// Reasons recorded on decision and cancel events, one per rule.
-const (
-	// ReasonWallClockExceeded: the window outran its wall-clock budget.
-	ReasonWallClockExceeded = decide.ReasonWallClock
-	// ReasonSessionCeilingExceeded: the session outran
-	// Policy.SessionCeiling (SESSION_CEILING_EXCEEDED).
-	ReasonSessionCeilingExceeded = decide.ReasonSessionCeiling
-	// ReasonChildrenPersistTooLong: the window waited on children longer
-	// than Policy.ChildrenWaitCeiling (CHILDREN_PERSIST_TOO_LONG).
-	ReasonChildrenPersistTooLong = decide.ReasonChildrenWait
-	// ReasonNoOutputDeadline: stdout was silent past Policy.IdleWindow
-	// with no fresher evidence elsewhere (NO_OUTPUT_DEADLINE, HARD_STOP).
-	ReasonNoOutputDeadline = decide.ReasonNoOutput
-)
-
-// Stop reason codes of the result envelope (Result.StopReasonCode) and of
-// terminal events (Event.StopReasonCode).
-const (
-	// StopCompleted: the session's function returned nil (or Stop was
-	// called). Not resumable.
-	StopCompleted = "completed"
-	// StopFailed: the session's function returned an error of its own.
-	StopFailed = "failed"
-	// StopCanceled: the caller's context ended the session.
-	StopCanceled = "canceled"
-	// StopWallClockExceeded: the watchdog cancelled the window because
-	// its wall-clock budget ran out. Resumable: a resume opens a fresh window.
-	StopWallClockExceeded = "watchdog_wall_clock_exceeded"
-	// StopIdleTimeout: the idle rule cancelled the window (stdout silent
-	// past the idle window, no fresher evidence). Resumable, and
-	// recoverable: a recovery layer may retry.
-	StopIdleTimeout = "watchdog_idle_timeout"
-	// StopSessionCeilingExceeded: the session outran its ceiling. Not
-	// resumable: the ceiling counts from the session's start.
-	StopSessionCeilingExceeded = "watchdog_session_ceiling_exceeded"
-	// StopChildrenPersistTooLong: the window waited on children past the
-	// ceiling. Resumable (a new window starts a new account).
-	StopChildrenPersistTooLong = "watchdog_children_persist_too_long"
-	// StopWatchdogClosed: the Watchdog was closed while the session ran. No
-	// terminal event is recorded, so a resume continues the same window.
-	StopWatchdogClosed = "watchdog_closed"
-)
-
 // Watchdog supervises many sessions with one scheduler goroutine driven by a
 // deadline heap: no goroutine, ticker or timer per session. Create it with New
 // and release it with Close. All methods are safe for concurrent use.
@@ -91,7 +48,7 @@ type Watchdog struct {
 	popped   []timed             // scratch of pass
 	ef       effects             // scratch of pass; owned by the scheduler goroutine
 	closed   bool
-	scratch  [MaxChannels]decide.Channel // snapshotLocked's buffer; guarded by mu
+	scratch  [maxChannels]decide.Channel // snapshotLocked's buffer; guarded by mu
 
 	timerMu sync.Mutex   // guards timer, rt's arming, armed, armedAt; taken before mu, never inside it
 	timer   *clock.Timer // the pending AfterFunc of a Clock other than the real one

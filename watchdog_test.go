@@ -50,7 +50,7 @@ func TestCliTodoLoopIsCancelledJustPastItsTenSecondBudget(t *testing.T) {
 	var v *watchdog.VerdictError
 	require.ErrorAs(t, cause, &v)
 	assert.Equal(t, "cli-todo", v.SessionID)
-	assert.Equal(t, watchdog.ReasonWallClockExceeded, v.Reason)
+	assert.Equal(t, "wall_clock_exceeded", v.Reason)
 	assert.Equal(t, 10*time.Second+time.Nanosecond, v.Elapsed)
 	assert.Equal(t, 10*time.Second, v.Budget)
 
@@ -68,7 +68,7 @@ func TestCliTodoLoopIsCancelledJustPastItsTenSecondBudget(t *testing.T) {
 	evs := load(t, store, "cli-todo")
 	require.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
 	d, c := evs[1], evs[2]
-	assert.Equal(t, watchdog.VerdictHardStop, d.Verdict)
+	assert.Equal(t, "HARD_STOP", d.Verdict)
 	assert.Equal(t, watchdog.ModeAct, d.Mode)
 	assert.Equal(t, "wall_clock", d.Rule)
 	assert.Equal(t, d.ID, c.DecidedByDecisionID, "the outcome links its decision")
@@ -108,8 +108,7 @@ func TestZeroWallClockMeansTheFourHourDefault(t *testing.T) {
 	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
 	s, err := w.Start(context.Background(), "s", mock.Now(), watchdog.Policy{})
 	require.NoError(t, err)
-	assert.Equal(t, 4*time.Hour, s.Budget())
-	assert.Equal(t, watchdog.DefaultWallClock, s.Budget())
+	assert.Equal(t, 4*time.Hour, s.Deadline().Sub(s.WindowStartedAt()))
 	advance(t, mock, 4*time.Hour, w)
 	require.NoError(t, s.Context().Err())
 	advance(t, mock, time.Nanosecond, w)
@@ -243,7 +242,7 @@ func TestResumeSeesThisWatchdogsUnrecordedCancel(t *testing.T) {
 	require.NoError(t, s2.Context().Err())
 
 	store.setFail(0)
-	advance(t, mock, watchdog.DefaultRetryMax, w)
+	advance(t, mock, 30*time.Second, w)
 	evs := load(t, store, "s")
 	require.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel, watchdog.KindResume}, kinds(evs))
 }
@@ -385,7 +384,7 @@ func TestFailingStoreCancelsOnTimeAndRecordsTheEventOnceLater(t *testing.T) {
 	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded, "fail closed: cancel on time")
 
 	for i := 0; i < 10; i++ { // backoff runs on the mock clock
-		advance(t, mock, watchdog.DefaultRetryMax, w)
+		advance(t, mock, 30*time.Second, w)
 	}
 	evs := load(t, store, "s")
 	require.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
@@ -587,7 +586,7 @@ type loadOnly struct{ watchdog.EventStore }
 
 func TestFollowNeedsASubscriber(t *testing.T) {
 	_, _, err := watchdog.Follow(context.Background(), loadOnly{watchdog.NewMemoryStore()}, "s")
-	require.ErrorIs(t, err, watchdog.ErrNoSubscriber)
+	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
 }
 
 func TestEventJSONKeepsUnknownFields(t *testing.T) {

@@ -14,9 +14,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// DefaultWorkspaceIgnore are the patterns WatchWorkspace ignores when it is
+// defaultWorkspaceIgnore are the patterns WatchWorkspace ignores when it is
 // given none.
-var DefaultWorkspaceIgnore = []string{".git"}
+var defaultWorkspaceIgnore = []string{".git"}
 
 // workspaceMonitor is the Watchdog's one fsnotify watcher, shared by every
 // session that watches a workspace, so that the number of sessions is not
@@ -41,7 +41,7 @@ type wsWatch struct {
 // root: recursively, new directories included, with ignore patterns matched
 // against each element of a path relative to root (filepath.Match syntax, a
 // trailing slash allowed, for example ".git/" or "*.tmp"; none given means
-// DefaultWorkspaceIgnore). It needs no UI and stops when the session's window
+// defaultWorkspaceIgnore). It needs no UI and stops when the session's window
 // ends. The Watchdog shares one fsnotify watcher among all sessions.
 //
 // It returns an error wrapping ErrInvalidArgument for an empty root, a root
@@ -59,7 +59,7 @@ func (s *Session) WatchWorkspace(root string, ignore ...string) error {
 		return fmt.Errorf("%w: workspace %q is not a directory", ErrInvalidArgument, root)
 	}
 	if len(ignore) == 0 {
-		ignore = DefaultWorkspaceIgnore
+		ignore = defaultWorkspaceIgnore
 	}
 	pats := make([]string, 0, len(ignore))
 	for _, p := range ignore {

@@ -30,7 +30,7 @@ func BenchmarkHooks(b *testing.B) {
 		}
 	})
 	b.Run("event", func(b *testing.B) {
-		e := watchdog.Event{Kind: watchdog.KindCancel, Reason: "wall_clock_exceeded", Rule: watchdog.RuleWallClock, Verdict: watchdog.VerdictHardStop}
+		e := watchdog.Event{Kind: watchdog.KindCancel, Reason: "wall_clock_exceeded", Rule: watchdog.RuleWallClock, Verdict: "HARD_STOP"}
 		b.ReportAllocs()
 		for b.Loop() {
 			obs.OnEvent(e)

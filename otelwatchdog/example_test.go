@@ -41,7 +41,7 @@ func ExampleNew() {
 		<-ctx.Done() // a request that outlives the budget
 		return context.Cause(ctx)
 	})
-	fmt.Println("deadline exceeded:", errors.Is(err, watchdog.ErrHandlerDeadlineExceeded))
+	fmt.Println("deadline exceeded:", errors.Is(err, watchdog.ErrDeadlineExceeded))
 
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {

@@ -29,7 +29,7 @@
 //     workspace);
 //  5. it starts a helper process and hangs silently, ignoring SIGTERM: the
 //     idle rule finds no fresh evidence and stops the session (HARD_STOP,
-//     no_output_deadline), and watchdog.Command kills the whole process
+//     idle_exceeded), and watchdog.Command kills the whole process
 //     group, the helper included (SIGTERM, then SIGKILL after the grace).
 //
 // At the end it prints the verdicts that were recorded and exits non-zero
@@ -307,23 +307,23 @@ func check(out io.Writer, res watchdog.Result, events []watchdog.Event, helperPI
 		}
 		return false
 	}
-	want(res.StopReasonCode == watchdog.StopIdleTimeout && res.Resumable,
-		fmt.Sprintf("result %q, want %q (resumable)", res.StopReasonCode, watchdog.StopIdleTimeout))
+	want(res.StopReasonCode == "watchdog_idle_exceeded" && res.Resumable,
+		fmt.Sprintf("result %q, want %q (resumable)", res.StopReasonCode, "watchdog_idle_exceeded"))
 	want(has(func(e watchdog.Event) bool {
-		return e.Kind == watchdog.KindVerdict && e.Verdict == watchdog.VerdictContinue && e.ActiveChannel == "handler"
+		return e.Kind == watchdog.KindVerdict && e.Verdict == "CONTINUE" && e.ActiveChannel == "handler"
 	}), "no CONTINUE verdict with active_channel handler (the slow tool call)")
 	want(has(func(e watchdog.Event) bool {
 		return e.Kind == watchdog.KindHandlerDeadline && e.Handler == "tool:fetch_url" && e.DyingSpan == "http_get"
 	}), "no handler deadline event for tool:fetch_url with dying_span http_get")
 	want(has(func(e watchdog.Event) bool {
-		return e.Kind == watchdog.KindVerdict && e.Verdict == watchdog.VerdictContinue && e.ActiveChannel == "workspace"
+		return e.Kind == watchdog.KindVerdict && e.Verdict == "CONTINUE" && e.ActiveChannel == "workspace"
 	}), "no CONTINUE verdict with active_channel workspace (the quiet file work)")
 	want(has(func(e watchdog.Event) bool {
-		return e.Kind == watchdog.KindDecision && e.Verdict == watchdog.VerdictHardStop && e.Rule == "idle" && e.Mode == watchdog.ModeAct
+		return e.Kind == watchdog.KindDecision && e.Verdict == "HARD_STOP" && e.Rule == "idle" && e.Mode == watchdog.ModeAct
 	}), "no HARD_STOP decision of the idle rule")
 	want(has(func(e watchdog.Event) bool {
-		return e.Kind == watchdog.KindCancel && e.Reason == watchdog.ReasonNoOutputDeadline
-	}), "no cancel event with reason no_output_deadline")
+		return e.Kind == watchdog.KindCancel && e.Reason == "idle_exceeded"
+	}), "no cancel event with reason idle_exceeded")
 	if helperPID == 0 {
 		problems = append(problems, "the agent never reported its helper's pid")
 	} else if alive(helperPID) {

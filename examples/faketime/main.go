@@ -32,7 +32,7 @@ import (
 //
 // It returns nil when jobs is closed, and context.Cause(ctx) when ctx ended
 // first, so the caller can tell why: errors.Is(err,
-// watchdog.ErrWallClockExceeded), watchdog.ErrIdleTimeout, ...
+// watchdog.ErrWallClockExceeded), watchdog.ErrIdleExceeded, ...
 func Drain(ctx context.Context, jobs <-chan string, out io.Writer) error {
 	for n := 1; ; n++ {
 		select {

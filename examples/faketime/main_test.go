@@ -112,7 +112,7 @@ func TestMockClockSilenceIsAnIdleTimeout(t *testing.T) {
 	if err := watchdogtest.Advance(ctx, mock, 3*time.Second, w); err != nil { // 11 s of silence
 		t.Fatal(err)
 	}
-	if err := <-done; !errors.Is(err, watchdog.ErrIdleTimeout) {
+	if err := <-done; !errors.Is(err, watchdog.ErrIdleExceeded) {
 		t.Fatalf("Drain returned %v, want ErrIdleTimeout", err)
 	}
 }

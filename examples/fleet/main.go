@@ -161,12 +161,12 @@ func supervise(ctx context.Context, dsn, table string, out io.Writer) error {
 	if werr != nil {
 		problems = append(problems, "the worker failed: "+exitStatus(werr))
 	}
-	if workerStop != watchdog.StopWallClockExceeded {
-		problems = append(problems, fmt.Sprintf("the worker stopped with %q, want %q", workerStop, watchdog.StopWallClockExceeded))
+	if workerStop != "watchdog_wall_clock_exceeded" {
+		problems = append(problems, fmt.Sprintf("the worker stopped with %q, want %q", workerStop, "watchdog_wall_clock_exceeded"))
 	}
 	cancels := 0
 	for _, e := range events {
-		if e.Kind == watchdog.KindCancel && e.Reason == watchdog.ReasonWallClockExceeded {
+		if e.Kind == watchdog.KindCancel && e.Reason == "wall_clock_exceeded" {
 			cancels++
 		}
 	}

@@ -245,8 +245,8 @@ func check(out io.Writer, results []watchdog.Result, events []watchdog.Event, cp
 		return n
 	}
 	first, last := results[0], results[len(results)-1]
-	want(first.Window == 1 && first.StopReasonCode == watchdog.StopWallClockExceeded && first.Resumable,
-		"window 1 ended with %q (window %d), want %q, resumable", first.StopReasonCode, first.Window, watchdog.StopWallClockExceeded)
+	want(first.Window == 1 && first.StopReasonCode == "watchdog_wall_clock_exceeded" && first.Resumable,
+		"window 1 ended with %q (window %d), want %q, resumable", first.StopReasonCode, first.Window, "watchdog_wall_clock_exceeded")
 	want(len(results) >= 2 && last.StopReasonCode == watchdog.StopCompleted && !last.Resumable,
 		"the last window ended with %q, want %q", last.StopReasonCode, watchdog.StopCompleted)
 	want(cp.done == iterations, "%d of %d items done", cp.done, iterations)
@@ -258,7 +258,7 @@ func check(out io.Writer, results []watchdog.Result, events []watchdog.Event, cp
 		return e.Kind == watchdog.KindRetry && e.Phase == "implement" && e.Attempt == 2
 	}) >= 1, "want a retry event of phase implement, attempt 2")
 	want(count(func(e watchdog.Event) bool {
-		return e.Kind == watchdog.KindCancel && e.Window == 1 && e.Reason == watchdog.ReasonWallClockExceeded
+		return e.Kind == watchdog.KindCancel && e.Window == 1 && e.Reason == "wall_clock_exceeded"
 	}) == 1, "want one wall-clock cancel event in window 1")
 	want(count(func(e watchdog.Event) bool { return e.Kind == watchdog.KindResume && e.Window == 2 }) == 1,
 		"want one resume event opening window 2")

@@ -35,9 +35,9 @@ func (s RuleSet) Without(r Rule) RuleSet { return s &^ (1 << r) }
 // Reasons, recorded on decision and cancel events.
 const (
 	ReasonSessionCeiling = "session_ceiling_exceeded"
-	ReasonChildrenWait   = "children_persist_too_long"
+	ReasonChildrenWait   = "children_wait_exceeded"
 	ReasonWallClock      = "wall_clock_exceeded"
-	ReasonNoOutput       = "no_output_deadline"
+	ReasonNoOutput       = "idle_exceeded"
 )
 
 // Reason returns the reason string of r.

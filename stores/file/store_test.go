@@ -51,7 +51,7 @@ func TestFileStoreConformanceAcrossReopens(t *testing.T) {
 
 func fileEvent(id, agg, kind string, window int) watchdog.Event {
 	return watchdog.Event{
-		ID: id, AggregateType: watchdog.AggregateType, AggregateID: agg, Kind: kind, Window: window,
+		ID: id, AggregateType: "runtime_control", AggregateID: agg, Kind: kind, Window: window,
 		SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0.Add(time.Second), ElapsedSeconds: 1, ConfiguredBudgetSeconds: 10,
 	}
 }
@@ -279,7 +279,7 @@ func TestFileStoreSubscribeFollow(t *testing.T) {
 	<-fctx.Done()
 	var v *watchdog.VerdictError
 	require.True(t, errors.As(context.Cause(fctx), &v))
-	assert.Equal(t, watchdog.StopWallClockExceeded, v.StopReasonCode())
+	assert.Equal(t, "watchdog_wall_clock_exceeded", v.StopReasonCode())
 }
 
 // Close ends every subscription and waits for its goroutine: synctest.Test

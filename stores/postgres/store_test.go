@@ -96,7 +96,7 @@ func TestAfterClose(t *testing.T) {
 
 func ev(id, agg, kind string, window int) watchdog.Event {
 	return watchdog.Event{
-		ID: id, AggregateType: watchdog.AggregateType, AggregateID: agg, Kind: kind, Window: window,
+		ID: id, AggregateType: "runtime_control", AggregateID: agg, Kind: kind, Window: window,
 		SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0,
 	}
 }
@@ -222,12 +222,12 @@ func TestFollowAcrossStores(t *testing.T) {
 	defer stop()
 	require.NoError(t, fctx.Err())
 	c := ev("c1", "job", watchdog.KindCancel, 1)
-	c.Reason, c.StopReasonCode = watchdog.ReasonWallClockExceeded, watchdog.StopWallClockExceeded
+	c.Reason, c.StopReasonCode = "wall_clock_exceeded", "watchdog_wall_clock_exceeded"
 	require.NoError(t, supervisor.Append(ctx, c))
 	<-fctx.Done()
 	var v *watchdog.VerdictError
 	require.True(t, errors.As(context.Cause(fctx), &v))
-	assert.Equal(t, watchdog.StopWallClockExceeded, v.StopReasonCode())
+	assert.Equal(t, "watchdog_wall_clock_exceeded", v.StopReasonCode())
 }
 
 // PostgreSQL text cannot hold NUL bytes or invalid UTF-8: refused as

@@ -72,7 +72,7 @@ func TestInspectShowsWhatAPostMortemNeeds(t *testing.T) {
 		"CONTINUE", "waiting: active_channel mcp_tool",
 		"channel ages: stdout 10s, mcp_tool* 0s, subagent never, workspace 4s",
 		"stale 1/3", "stale 2/3",
-		"DECISION act", "HARD_STOP by rule idle: no_output_deadline",
+		"DECISION act", "HARD_STOP by rule idle: idle_exceeded",
 		"decided by wd1-15",
 		"deadline handler", `handler "tool:web_search" overran`, `dying span "fetch results page"`,
 		"wait_timeout", "generation 1",

@@ -80,7 +80,7 @@ func TestTimelinesOfAGeneratedLog(t *testing.T) {
 	if !strings.Contains(cancel.Summary, "decided by "+dec.Event.ID) {
 		t.Errorf("cancel does not link its decision %s: %s", dec.Event.ID, cancel.Summary)
 	}
-	if !strings.Contains(agent.Final, "no_output_deadline") || !strings.Contains(session(t, r, "pipeline-7").Final, "window 2: completed") {
+	if !strings.Contains(agent.Final, "idle_exceeded") || !strings.Contains(session(t, r, "pipeline-7").Final, "window 2: completed") {
 		t.Errorf("finals: %q, %q", agent.Final, session(t, r, "pipeline-7").Final)
 	}
 	if !strings.Contains(session(t, r, "shadow-3").Timeline[1].Summary, "shadow: advice only") {
@@ -115,13 +115,13 @@ func TestRecoveryAndLayerKinds(t *testing.T) {
 	}{
 		{watchdog.Event{Kind: watchdog.KindHandlerAbandoned, Layer: "handler", Handler: "tool:x", DyingSpan: "parse", MeasureSeconds: 8, LimitSeconds: 8},
 			"abandoned handler", `handler "tool:x" ignored its deadline past the grace: abandoned after 8s (budget+grace 8s); dying span "parse"`},
-		{watchdog.Event{Kind: watchdog.KindAttemptCancelled, Phase: "plan", Attempt: 1, Reason: "no_output_deadline"},
-			"attempt cancelled", `phase "plan" attempt 1 ended by no_output_deadline`},
-		{watchdog.Event{Kind: watchdog.KindRetry, Phase: "plan", Attempt: 2, LimitSeconds: 0.5, Reason: "no_output_deadline"},
-			"retry", `phase "plan": attempt 2 after backoff 500ms (no_output_deadline)`},
-		{watchdog.Event{Kind: watchdog.KindRecoveryBudgetExceeded, Phase: "plan", Attempt: 3, Reason: "no_output_deadline", StopReasonCode: watchdog.StopRecoveryBudgetExceeded},
-			"recovery budget exceeded", `phase "plan": retries ran out at attempt 3 (no_output_deadline, ` + watchdog.StopRecoveryBudgetExceeded + ")"},
-		{watchdog.Event{Kind: watchdog.KindVerdict, Verdict: watchdog.VerdictContinue, Rule: watchdog.RuleIdle, ActiveChannel: "none", HandlersInFlight: 2},
+		{watchdog.Event{Kind: watchdog.KindAttemptCancelled, Phase: "plan", Attempt: 1, Reason: "idle_exceeded"},
+			"attempt cancelled", `phase "plan" attempt 1 ended by idle_exceeded`},
+		{watchdog.Event{Kind: watchdog.KindRetry, Phase: "plan", Attempt: 2, LimitSeconds: 0.5, Reason: "idle_exceeded"},
+			"retry", `phase "plan": attempt 2 after backoff 500ms (idle_exceeded)`},
+		{watchdog.Event{Kind: watchdog.KindRecoveryBudgetExceeded, Phase: "plan", Attempt: 3, Reason: "idle_exceeded", StopReasonCode: watchdog.StopRecoveryBudgetExceeded},
+			"recovery budget exceeded", `phase "plan": retries ran out at attempt 3 (idle_exceeded, ` + watchdog.StopRecoveryBudgetExceeded + ")"},
+		{watchdog.Event{Kind: watchdog.KindVerdict, Verdict: "CONTINUE", Rule: watchdog.RuleIdle, ActiveChannel: "none", HandlersInFlight: 2},
 			"CONTINUE", "handlers in flight 2"},
 	} {
 		tt.e.ID, tt.e.AggregateID, tt.e.Window = "e", "s", 1
