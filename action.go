@@ -21,7 +21,7 @@ type actItem struct {
 	noRecheck bool // a user liveness rule: its observation cannot be re-derived
 }
 
-// actor runs the configured ActionFunc and user callbacks on its own
+// actor runs the configured action (WithAction) and user callbacks on its own
 // goroutine, one at a time. Its queue is unbounded, so a slow action never
 // blocks the scheduler.
 type actor struct {

@@ -33,7 +33,7 @@
 //
 // The verdict is a pure function of (policy, session snapshot, now). An acting
 // verdict records a decision event, then acts (cancels the session's context,
-// or runs the ActionFunc given to WithAction), then records the outcome, which
+// or runs the action given to WithAction), then records the outcome, which
 // links back to the decision. Replay re-derives every recorded verdict from a
 // log alone.
 //

@@ -148,12 +148,6 @@ func (e *evidenceWriter) Write(p []byte) (int, error) {
 	return e.w.Write(p)
 }
 
-// ChildWait is one open wait on children (see Session.BeginChildWait).
-type ChildWait struct {
-	s    *Session
-	done atomic.Bool
-}
-
 // childWaits accounts the time a window spends waiting on children: the
 // union of open waits, so nested and concurrent waits count once. Guarded by
 // the Watchdog's lock.
@@ -165,10 +159,10 @@ type childWaits struct {
 
 // BeginChildWait starts accounting a wait on children (a sub-agent, a tool
 // subprocess) against Policy.ChildrenWaitCeiling, and arms the scheduler for
-// the ceiling before it returns. Call End on the result when the wait is
-// over. Waits may nest and overlap: the ceiling counts the time during which
-// at least one is open. Safe for concurrent use.
-func (s *Session) BeginChildWait() *ChildWait {
+// the ceiling before it returns. Call end when the wait is over; calls
+// after the first do nothing. Waits may nest and overlap: the ceiling counts
+// the time during which at least one is open. Safe for concurrent use.
+func (s *Session) BeginChildWait() (end func()) {
 	w := s.w
 	now := w.clock.Now()
 	w.mu.Lock()
@@ -186,18 +180,20 @@ func (s *Session) BeginChildWait() *ChildWait {
 	if due != math.MaxInt64 {
 		w.armIfEarlier(due)
 	}
-	return &ChildWait{s: s}
+	var done atomic.Bool
+	return func() {
+		if done.CompareAndSwap(false, true) {
+			s.endChildWait()
+		}
+	}
 }
 
-// End closes the wait. Calls after the first are no-ops.
-func (c *ChildWait) End() {
-	if c == nil || !c.done.CompareAndSwap(false, true) {
-		return
-	}
-	w := c.s.w
+// endChildWait closes one open wait on children.
+func (s *Session) endChildWait() {
+	w := s.w
 	now := w.clock.Now()
 	w.mu.Lock()
-	cw := &c.s.rw().waits
+	cw := &s.rw().waits
 	if cw.open--; cw.open == 0 {
 		cw.closed += max(now.Sub(cw.openSince), 0)
 		cw.openSince = time.Time{}

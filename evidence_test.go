@@ -183,18 +183,18 @@ func TestChildWaitCeilingCountsNestedAndConcurrentWaitsOnce(t *testing.T) {
 	advance(t, mock, 2*time.Second, w)
 	inner := s.BeginChildWait() // nested, t=2
 	advance(t, mock, 3*time.Second, w)
-	inner.End() // t=5
-	inner.End() // a second End is a no-op
+	inner() // t=5
+	inner() // a second call is a no-op
 	busy(s)
 	advance(t, mock, 5*time.Second, w)
-	outer.End() // t=10: 10 s waited, not 13
+	outer() // t=10: 10 s waited, not 13
 	busy(s)
 	advance(t, mock, 4*time.Second, w) // t=14, no wait open
 	busy(s)
 	a, b := s.BeginChildWait(), s.BeginChildWait() // concurrent, t=14
 	advance(t, mock, 5*time.Second, w)
 	busy(s)
-	a.End() // t=19, b still open
+	a() // t=19, b still open
 	advance(t, mock, 5*time.Second-1, w)
 	busy(s)
 	require.NoError(t, s.Context().Err(), "19.999999999 s of waiting is under the ceiling")
@@ -205,7 +205,7 @@ func TestChildWaitCeilingCountsNestedAndConcurrentWaitsOnce(t *testing.T) {
 	require.ErrorAs(t, cause, &v)
 	assert.Equal(t, 20*time.Second+1, v.Elapsed)
 	assert.Equal(t, t0.Add(24*time.Second+1), v.FiredAt)
-	b.End()
+	b()
 	c := ofKind(load(t, store, "s"), watchdog.KindCancel)
 	require.Len(t, c, 1)
 	assert.Equal(t, "watchdog_children_wait_exceeded", c[0].StopReasonCode)

@@ -467,7 +467,7 @@ type config struct {
 	log        *zap.Logger
 	retryMin   time.Duration
 	retryMax   time.Duration
-	action     ActionFunc
+	action     func(ctx context.Context, s *Session, v *VerdictError) error
 	resolution time.Duration
 	obs        Observer
 	idPrefix   string
@@ -481,23 +481,22 @@ func defaultConfig() config {
 	return config{retryMin: defaultRetryMin, retryMax: defaultRetryMax, resolution: defaultEvidenceResolution}
 }
 
-// ActionFunc is a pluggable action: what the Watchdog does when a rule in act
-// mode fires, instead of only cancelling the session's context. It runs on
-// the Watchdog's action goroutine, one action at a time, never under a lock;
-// it should be quick and respect ctx (cancelled by Close). Before it runs,
-// the verdict is derived again at the action's own instant; if fresh evidence
-// arrived in between, the decision is recorded as superseded and the action
-// does not run. It must not call Check or Close. When it returns nil the window ends: a cancel event linked to
-// the decision is recorded and the session's context is cancelled with v. An
-// error is logged, recorded as an action_failed event, and the rule is
+// WithAction sets a pluggable action: what the Watchdog does when a rule in
+// act mode fires, instead of only cancelling the session's context.
+// Default: none; the scheduler then cancels the session's context with the
+// verdict as its cause, at the instant of the decision.
+//
+// The action runs on the Watchdog's action goroutine, one action at a time,
+// never under a lock; it should be quick and respect ctx (cancelled by
+// Close). Before it runs, the verdict is derived again at the action's own
+// instant; if fresh evidence arrived in between, the decision is recorded as
+// superseded and the action does not run. It must not call Check or Close.
+// When it returns nil the window ends: a cancel event linked to the decision
+// is recorded and the session's context is cancelled with v. An error (or a
+// panic) is logged, recorded as an action_failed event, and the rule is
 // looked at again one settle interval later; the session is not cancelled
 // behind the action's back.
-type ActionFunc func(ctx context.Context, s *Session, v *VerdictError) error
-
-// WithAction sets the action of rules in act mode. Default: nil, which
-// cancels the session's context with the verdict as its cause, on the
-// scheduler, at the instant of the decision.
-func WithAction(a ActionFunc) Option {
+func WithAction(a func(ctx context.Context, s *Session, v *VerdictError) error) Option {
 	return func(c *config) { c.action = a }
 }
 

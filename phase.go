@@ -23,8 +23,6 @@ const (
 
 // PhaseResult is how RunPhase ended.
 type PhaseResult[T any] struct {
-	// Phase is the phase's name.
-	Phase string
 	// Attempts is how many times fn ran.
 	Attempts int
 	// StopReasonCode is "" on success, StopRecoveryBudgetExceeded when
@@ -49,7 +47,7 @@ type PhaseResult[T any] struct {
 // returns StopRecoveryBudgetExceeded with the last partial result and an
 // error wrapping ErrRecoveryBudgetExceeded and the last failure.
 func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx context.Context, attempt int) (partial T, err error)) (PhaseResult[T], error) {
-	res := PhaseResult[T]{Phase: name}
+	var res PhaseResult[T]
 	if fn == nil {
 		return res, fmt.Errorf("%w: phase %q: nil function", ErrInvalidArgument, name)
 	}

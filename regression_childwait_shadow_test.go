@@ -23,7 +23,7 @@ func TestChildWaitCeilingAppliesAfterAShadowAdvice(t *testing.T) {
 	require.NoError(t, err)
 	advance(t, mock, 2*time.Minute, w) // wall clock advised
 	cw := s.BeginChildWait()
-	defer cw.End()
+	defer cw()
 	advance(t, mock, 10*time.Minute, w) // waits 10 min on children, ceiling 30 s
 	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrChildrenWaitExceeded)
 }

@@ -64,7 +64,7 @@ func simulate(t *testing.T, seed uint64) ([]byte, []watchdog.Event) {
 	w := watchdog.New(watchdog.WithClock(clk), watchdog.WithStore(store), watchdog.WithEventIDPrefix("sim-"))
 	ids := []string{"a", "b", "c"}
 	sessions := map[string]*watchdog.Session{}
-	waits := map[string][]*watchdog.ChildWait{}
+	waits := map[string][]func(){}
 	pick := func(ds ...time.Duration) time.Duration { return ds[r.IntN(len(ds))] }
 	start := func(id string) {
 		p := watchdog.Policy{
@@ -109,7 +109,7 @@ func simulate(t *testing.T, seed uint64) ([]byte, []watchdog.Event) {
 		case op == 5:
 			waits[id] = append(waits[id], s.BeginChildWait())
 		case op == 6 && len(waits[id]) > 0:
-			waits[id][0].End()
+			waits[id][0]()
 			waits[id] = waits[id][1:]
 		case op == 7 && r.IntN(3) == 0:
 			if s.Context().Err() != nil {

@@ -30,7 +30,7 @@ type Watchdog struct {
 	log        *zap.Logger
 	rec        *record.Recorder[entry, Event]
 	act        *actor
-	action     ActionFunc
+	action     func(ctx context.Context, s *Session, v *VerdictError) error
 	obs        Observer
 	abandoned  atomic.Int64 // handler goroutines abandoned at deadline + grace
 	running    atomic.Int64 // handler goroutines still running after abandonment
