@@ -93,7 +93,7 @@ func Call(ctx context.Context, name string, budget time.Duration, fn func(ctx co
 // ErrDeadlineExceeded, ErrDeadlineExceeded or
 // ErrDeadlineExceeded). The host enforces it: if fn has not returned
 // within the grace period after the deadline (the session policy's
-// HandlerGrace, default defaultHandlerGrace), Within returns the deadline
+// HandlerGrace, default 5 s), Within returns the deadline
 // error anyway and abandons fn's goroutine, which is counted (see
 // Watchdog.AbandonedHandlers) and recorded, never silently leaked. If fn
 // returns after the deadline, Within returns the deadline error too.

@@ -124,13 +124,16 @@ func TestEvidenceTTLOffFiresAtTheIdleWindowDespiteFreshToolCalls(t *testing.T) {
 	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrIdleExceeded)
 	assert.Empty(t, ofKind(load(t, store, "s"), watchdog.KindVerdict), "nothing was deferred")
 
-	// In JSON, 0 means off and an absent knob the default.
+	// In JSON, Off is -1 (0, as older versions wrote it, is read as Off too)
+	// and an absent knob means the default.
 	var q watchdog.Policy
-	require.NoError(t, json.Unmarshal([]byte(`{"agent_idle_activity_evidence_ttl_seconds":0}`), &q))
-	assert.Equal(t, watchdog.Off, q.EvidenceTTL)
+	for _, off := range []string{"-1", "0"} {
+		require.NoError(t, json.Unmarshal([]byte(`{"agent_idle_activity_evidence_ttl_seconds":`+off+`}`), &q))
+		assert.Equal(t, watchdog.Off, q.EvidenceTTL)
+	}
 	b, err := json.Marshal(q)
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"agent_idle_activity_evidence_ttl_seconds":0}`, string(b))
+	assert.JSONEq(t, `{"agent_idle_activity_evidence_ttl_seconds":-1}`, string(b))
 	require.NoError(t, json.Unmarshal([]byte(`{}`), &q))
 	assert.Equal(t, time.Duration(0), q.EvidenceTTL)
 }

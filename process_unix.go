@@ -14,7 +14,7 @@ import (
 // Command returns an exec.Cmd for name and args that the host really kills
 // when ctx ends (a handler's deadline, the session's cancel): the command runs
 // in its own process group; on cancellation the whole group gets SIGTERM, and
-// SIGKILL after grace (defaultHandlerGrace if grace <= 0), so no child of the
+// SIGKILL after grace (5 s if grace <= 0), so no child of the
 // command lingers. cmd.Wait returns at most grace after the cancellation even
 // if a child keeps the output pipes open (exec.Cmd.WaitDelay). The grace
 // runs on the real clock: it is about real processes. Do not replace the

@@ -13,7 +13,7 @@ import (
 const defaultWaitTimeout = 30 * time.Minute
 
 // waitTimeout resolves a server-supplied timeout: a positive value is used as
-// is; 0 (unset) or a negative value falls back to defaultWaitTimeout.
+// is; 0 (unset) or a negative value falls back to defaultWaitTimeout (30 minutes).
 func waitTimeout(server time.Duration) time.Duration {
 	if server > 0 {
 		return server

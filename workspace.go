@@ -41,7 +41,7 @@ type wsWatch struct {
 // root: recursively, new directories included, with ignore patterns matched
 // against each element of a path relative to root (filepath.Match syntax, a
 // trailing slash allowed, for example ".git/" or "*.tmp"; none given means
-// defaultWorkspaceIgnore). It needs no UI and stops when the session's window
+// ".git"). It needs no UI and stops when the session's window
 // ends. The Watchdog shares one fsnotify watcher among all sessions.
 //
 // It returns an error wrapping ErrInvalidArgument for an empty root, a root

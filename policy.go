@@ -1,0 +1,424 @@
+package watchdog
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/sessionwatchdog/watchdog/internal/decide"
+)
+
+// Defaults of the Policy fields whose zero value means a default.
+const (
+	// defaultWallClock is the wall-clock budget of a window: four hours,
+	// the seed's session_wall_clock_seconds default.
+	defaultWallClock = 4 * time.Hour
+	// defaultEvidenceTTL is how fresh non-baseline evidence must be to
+	// defer an idle fire: 30 s (agent_idle_activity_evidence_ttl_seconds).
+	defaultEvidenceTTL = 30 * time.Second
+	// defaultSettleChecks is how many consecutive stale observations the
+	// idle rule needs before it acts (Kubernetes' failureThreshold).
+	defaultSettleChecks = 3
+	// defaultSettleInterval spaces the idle rule's stale observations.
+	defaultSettleInterval = 10 * time.Second
+)
+
+// Off, as Policy.EvidenceTTL, turns idle deferral off: only the baseline
+// channel (stdout) counts, the seeds' legacy behaviour. In JSON it is written
+// as agent_idle_activity_evidence_ttl_seconds: 0.
+const Off time.Duration = -1
+
+// Mode says whether a rule acts or only advises.
+type Mode string
+
+const (
+	// ModeAct records the decision, then acts (cancels the session or runs
+	// the configured action) and records the outcome. The default.
+	ModeAct Mode = "act"
+	// ModeShadow records the decision and does nothing else, so a team can
+	// measure false positives before it lets the watchdog kill.
+	ModeShadow Mode = "shadow"
+)
+
+// maxChannels is the most evidence channels a session can have: the four
+// built-in ones plus Policy.Channels.
+const maxChannels = 16
+
+// Policy holds the per-session limits. It is plain data: it marshals to JSON
+// with the seeds' knob names, a zero field means its documented default, and
+// Validate reports bad values. A Policy is passed by value to Start, Resume
+// and Run; the Watchdog keeps its own resolved copy.
+//
+// Durations are seconds in JSON (fractions allowed). A negative duration is
+// invalid, except EvidenceTTL's Off.
+type Policy struct {
+	// WallClock is the budget of one window of the session, measured from
+	// the window's start (the session's start for window 1, the resume
+	// moment for a window opened after a terminal event). The session
+	// fires when now - window start > WallClock. Zero means
+	// four hours. JSON: session_wall_clock_seconds.
+	WallClock time.Duration
+
+	// SessionCeiling is the maximum session duration, measured from
+	// session_started_at across all windows. Absolute: no evidence extends
+	// it. Zero means none. JSON: session_ceiling_seconds.
+	SessionCeiling time.Duration
+
+	// ChildrenWaitCeiling caps the time a window spends waiting on
+	// children (Session.BeginChildWait): the time during which at least
+	// one wait is open, so nested and concurrent waits count once.
+	// Absolute. Zero means none. JSON: children_wait_ceiling_seconds.
+	ChildrenWaitCeiling time.Duration
+
+	// IdleWindow is the idle rule's window (the seeds' NO_OUTPUT_DEADLINE):
+	// once the baseline channel (stdout) has been silent for more than
+	// IdleWindow, with no fresher evidence elsewhere, each look is a stale
+	// observation, and the rule acts at the SettleChecks-th consecutive
+	// one. A silent session is therefore stopped IdleWindow +
+	// (SettleChecks-1) x SettleInterval after its last output at the
+	// earliest: with the defaults, 20 s after the window. Zero turns the
+	// idle rule off. JSON: no_output_deadline_seconds.
+	IdleWindow time.Duration
+
+	// EvidenceTTL defers an idle fire while any non-baseline channel's
+	// latest evidence is at most EvidenceTTL old. Zero means 30 s; Off
+	// turns deferral off (stdout only). JSON:
+	// agent_idle_activity_evidence_ttl_seconds, where -1 means Off (0 too,
+	// as older versions wrote it) and an absent field the default.
+	EvidenceTTL time.Duration
+
+	// StartupGrace keeps the idle rule unarmed until the session's first
+	// baseline output or until StartupGrace has passed since the window
+	// started, whichever is first. Zero means none. JSON:
+	// startup_grace_seconds.
+	StartupGrace time.Duration
+
+	// MaxIdleDeferral caps how long one idle episode may be deferred by
+	// evidence: past it, silence on stdout is fatal even with fresh
+	// evidence elsewhere. Zero means no cap. JSON:
+	// max_idle_deferral_seconds.
+	MaxIdleDeferral time.Duration
+
+	// SettleChecks is how many consecutive stale observations, spaced by
+	// SettleInterval, the idle rule needs before it acts; one fresh
+	// observation resets the count. The wall clock and the ceilings never
+	// wait. Zero means 3 (Kubernetes' failureThreshold). JSON: settle_checks.
+	SettleChecks int
+
+	// SettleInterval spaces the idle rule's stale observations. Zero means
+	// 10 s. JSON: settle_interval_seconds.
+	SettleInterval time.Duration
+
+	// Mode is the mode of every rule without an entry in RuleModes. Empty
+	// means ModeAct. JSON: mode.
+	Mode Mode
+
+	// RuleModes sets the mode of single rules, keyed by RuleWallClock,
+	// RuleSessionCeiling, RuleChildrenWait or RuleIdle. JSON: rule_modes.
+	RuleModes map[string]Mode
+
+	// Channels names evidence channels beyond the four built-in ones
+	// (stdout, mcp_tool, subagent, workspace). Session.Channel maps a name
+	// to its Channel. JSON: evidence_channels.
+	Channels []string
+
+	// PhaseBudgets declares per-phase budgets, phase name to budget, used
+	// by RunPhase and Within(LayerPhase) when the call gives none. JSON:
+	// phase_budgets_seconds.
+	PhaseBudgets map[string]time.Duration
+
+	// IterationBudget is the budget of Within(LayerIteration) when the
+	// call gives none. Zero means none. JSON: iteration_budget_seconds.
+	IterationBudget time.Duration
+
+	// HandlerGrace is how long a deadline layer waits after its deadline
+	// for the function to return before abandoning it. Zero means
+	// 5 s. JSON: handler_grace_seconds.
+	HandlerGrace time.Duration
+
+	// RecoveryBudget is how many times RunPhase retries a phase that ended
+	// with a recoverable verdict. Zero means 2;
+	// NoRetries turns retries off. JSON: recovery_budget (-1 for none).
+	RecoveryBudget int
+
+	// RecoveryBackoff is the wait before the first retry, doubling for
+	// each further one. Zero means 1 s. JSON:
+	// recovery_backoff_seconds.
+	RecoveryBackoff time.Duration
+
+	// LivenessRules declares liveness rules of your own, by name, that
+	// Session.ReportLiveness feeds; RuleModes may set their modes. The
+	// names must not be the built-in rules'. JSON: liveness_rules.
+	LivenessRules []string
+}
+
+type policyJSON struct {
+	WallClock       float64            `json:"session_wall_clock_seconds,omitempty"`
+	SessionCeiling  float64            `json:"session_ceiling_seconds,omitempty"`
+	ChildrenWait    float64            `json:"children_wait_ceiling_seconds,omitempty"`
+	IdleWindow      float64            `json:"no_output_deadline_seconds,omitempty"`
+	EvidenceTTL     *float64           `json:"agent_idle_activity_evidence_ttl_seconds,omitempty"`
+	StartupGrace    float64            `json:"startup_grace_seconds,omitempty"`
+	MaxIdleDeferral float64            `json:"max_idle_deferral_seconds,omitempty"`
+	SettleChecks    int                `json:"settle_checks,omitempty"`
+	SettleInterval  float64            `json:"settle_interval_seconds,omitempty"`
+	Mode            Mode               `json:"mode,omitempty"`
+	RuleModes       map[string]Mode    `json:"rule_modes,omitempty"`
+	Channels        []string           `json:"evidence_channels,omitempty"`
+	PhaseBudgets    map[string]float64 `json:"phase_budgets_seconds,omitempty"`
+	IterationBudget float64            `json:"iteration_budget_seconds,omitempty"`
+	HandlerGrace    float64            `json:"handler_grace_seconds,omitempty"`
+	RecoveryBudget  int                `json:"recovery_budget,omitempty"`
+	RecoveryBackoff float64            `json:"recovery_backoff_seconds,omitempty"`
+	LivenessRules   []string           `json:"liveness_rules,omitempty"`
+}
+
+// durationKnob is one of Policy's plain duration fields beside its JSON
+// knob, in seconds.
+type durationKnob struct {
+	key string
+	d   *time.Duration
+	s   *float64
+}
+
+// durations pairs p's plain duration fields with j's, by knob: the one list
+// that the codec and Validate share.
+func (j *policyJSON) durations(p *Policy) []durationKnob {
+	return []durationKnob{
+		{"session_wall_clock_seconds", &p.WallClock, &j.WallClock},
+		{"session_ceiling_seconds", &p.SessionCeiling, &j.SessionCeiling},
+		{"children_wait_ceiling_seconds", &p.ChildrenWaitCeiling, &j.ChildrenWait},
+		{"no_output_deadline_seconds", &p.IdleWindow, &j.IdleWindow},
+		{"startup_grace_seconds", &p.StartupGrace, &j.StartupGrace},
+		{"max_idle_deferral_seconds", &p.MaxIdleDeferral, &j.MaxIdleDeferral},
+		{"settle_interval_seconds", &p.SettleInterval, &j.SettleInterval},
+		{"iteration_budget_seconds", &p.IterationBudget, &j.IterationBudget},
+		{"handler_grace_seconds", &p.HandlerGrace, &j.HandlerGrace},
+		{"recovery_backoff_seconds", &p.RecoveryBackoff, &j.RecoveryBackoff},
+	}
+}
+
+// MarshalJSON encodes p with the seeds' knob names; durations are seconds,
+// zero fields are omitted, and Off is written as -1.
+func (p Policy) MarshalJSON() ([]byte, error) {
+	j := policyJSON{SettleChecks: p.SettleChecks, Mode: p.Mode, RuleModes: p.RuleModes, Channels: p.Channels,
+		RecoveryBudget: p.RecoveryBudget, LivenessRules: p.LivenessRules}
+	for _, f := range j.durations(&p) {
+		*f.s = f.d.Seconds()
+	}
+	if len(p.PhaseBudgets) > 0 {
+		j.PhaseBudgets = make(map[string]float64, len(p.PhaseBudgets))
+		for k, v := range p.PhaseBudgets {
+			j.PhaseBudgets[k] = v.Seconds()
+		}
+	}
+	switch {
+	case p.EvidenceTTL == Off:
+		off := -1.0
+		j.EvidenceTTL = &off
+	case p.EvidenceTTL != 0:
+		ttl := p.EvidenceTTL.Seconds()
+		j.EvidenceTTL = &ttl
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes the seeds' knob names. Unknown fields and durations
+// that overflow time.Duration are errors naming the field. An evidence TTL
+// of -1 means Off, and so does 0, as older versions wrote it. It does not
+// validate; call Validate (Start and Resume do).
+func (p *Policy) UnmarshalJSON(b []byte) error {
+	var j policyJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidPolicy, err)
+	}
+	q := Policy{SettleChecks: j.SettleChecks, Mode: j.Mode, RuleModes: j.RuleModes, Channels: j.Channels,
+		RecoveryBudget: j.RecoveryBudget, LivenessRules: j.LivenessRules}
+	for _, f := range j.durations(&q) {
+		d, err := secondsToDuration(f.key, *f.s)
+		if err != nil {
+			return err
+		}
+		*f.d = d
+	}
+	if ttl := j.EvidenceTTL; ttl != nil {
+		d, err := secondsToDuration("agent_idle_activity_evidence_ttl_seconds", *ttl)
+		if err != nil {
+			return err
+		}
+		if *ttl == 0 || *ttl == -1 {
+			d = Off
+		}
+		q.EvidenceTTL = d
+	}
+	if len(j.PhaseBudgets) > 0 {
+		q.PhaseBudgets = make(map[string]time.Duration, len(j.PhaseBudgets))
+		for k, v := range j.PhaseBudgets {
+			d, err := secondsToDuration("phase_budgets_seconds["+k+"]", v)
+			if err != nil {
+				return err
+			}
+			q.PhaseBudgets[k] = d
+		}
+	}
+	*p = q
+	return nil
+}
+
+func secondsToDuration(field string, s float64) (time.Duration, error) {
+	ns := s * float64(time.Second)
+	if math.IsNaN(ns) || ns >= math.MaxInt64 || ns <= math.MinInt64 {
+		return 0, fmt.Errorf("%w: %s = %v overflows a duration", ErrInvalidPolicy, field, s)
+	}
+	return time.Duration(ns), nil
+}
+
+// Validate reports the first invalid field of p, wrapped in ErrInvalidPolicy
+// and named by its JSON knob. A zero field is valid: it means its default.
+func (p Policy) Validate() error {
+	var j policyJSON
+	for _, f := range j.durations(&p) {
+		if *f.d < 0 {
+			return fmt.Errorf("%w: %s = %v must not be negative", ErrInvalidPolicy, f.key, f.d.Seconds())
+		}
+	}
+	if p.EvidenceTTL < 0 && p.EvidenceTTL != Off {
+		return fmt.Errorf("%w: agent_idle_activity_evidence_ttl_seconds = %v must not be negative (use Off to turn deferral off)", ErrInvalidPolicy, p.EvidenceTTL.Seconds())
+	}
+	for name, d := range p.PhaseBudgets {
+		if d < 0 {
+			return fmt.Errorf("%w: phase_budgets_seconds[%s] = %v must not be negative", ErrInvalidPolicy, name, d.Seconds())
+		}
+	}
+	if p.RecoveryBudget < NoRetries {
+		return fmt.Errorf("%w: recovery_budget = %d, want >= 0 or %d (no retries)", ErrInvalidPolicy, p.RecoveryBudget, NoRetries)
+	}
+	if p.SettleChecks < 0 {
+		return fmt.Errorf("%w: settle_checks = %d must not be negative", ErrInvalidPolicy, p.SettleChecks)
+	}
+	if err := validMode("mode", p.Mode); err != nil {
+		return err
+	}
+	user := map[string]bool{}
+	for _, r := range p.LivenessRules {
+		if _, builtin := ruleByName[r]; builtin || r == "" || user[r] {
+			return fmt.Errorf("%w: liveness_rules: %q is empty, built in or declared twice", ErrInvalidPolicy, r)
+		}
+		user[r] = true
+	}
+	for rule, m := range p.RuleModes {
+		if _, ok := ruleByName[rule]; !ok && !user[rule] {
+			return fmt.Errorf("%w: rule_modes: unknown rule %q (want %s, %s, %s, %s or one of liveness_rules)", ErrInvalidPolicy, rule,
+				RuleWallClock, RuleSessionCeiling, RuleChildrenWait, RuleIdle)
+		}
+		if err := validMode("rule_modes["+rule+"]", m); err != nil {
+			return err
+		}
+	}
+	if n := len(builtinChannels) + len(p.Channels); n > maxChannels {
+		return fmt.Errorf("%w: evidence_channels: %d channels, at most %d", ErrInvalidPolicy, n, maxChannels)
+	}
+	seen := map[string]bool{}
+	for _, name := range builtinChannels {
+		seen[name] = true
+	}
+	for _, name := range p.Channels {
+		if name == "" {
+			return fmt.Errorf("%w: evidence_channels: empty channel name", ErrInvalidPolicy)
+		}
+		if seen[name] {
+			return fmt.Errorf("%w: evidence_channels: channel %q declared twice (or is built in)", ErrInvalidPolicy, name)
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
+func validMode(field string, m Mode) error {
+	switch m {
+	case "", ModeAct, ModeShadow:
+		return nil
+	}
+	return fmt.Errorf("%w: %s = %q, want %q or %q", ErrInvalidPolicy, field, m, ModeAct, ModeShadow)
+}
+
+// same reports whether p and q are the same policy: equal durations, numbers
+// and modes, and maps and slices with equal contents (nil and empty alike).
+// Sessions started under the same policy share one resolved config. Keep it
+// in step with the fields of Policy (TestPolicySameCoversEveryField checks
+// it).
+func (p *Policy) same(q *Policy) bool {
+	return p.WallClock == q.WallClock && p.SessionCeiling == q.SessionCeiling &&
+		p.ChildrenWaitCeiling == q.ChildrenWaitCeiling && p.IdleWindow == q.IdleWindow &&
+		p.EvidenceTTL == q.EvidenceTTL && p.StartupGrace == q.StartupGrace &&
+		p.MaxIdleDeferral == q.MaxIdleDeferral && p.SettleChecks == q.SettleChecks &&
+		p.SettleInterval == q.SettleInterval && p.Mode == q.Mode &&
+		maps.Equal(p.RuleModes, q.RuleModes) && slices.Equal(p.Channels, q.Channels) &&
+		maps.Equal(p.PhaseBudgets, q.PhaseBudgets) && p.IterationBudget == q.IterationBudget &&
+		p.HandlerGrace == q.HandlerGrace && p.RecoveryBudget == q.RecoveryBudget &&
+		p.RecoveryBackoff == q.RecoveryBackoff && slices.Equal(p.LivenessRules, q.LivenessRules)
+}
+
+// clone returns p with its own copies of its maps and slices, so that a
+// caller changing them later does not change a session's policy.
+func (p Policy) clone() Policy {
+	p.RuleModes = maps.Clone(p.RuleModes)
+	p.Channels = slices.Clone(p.Channels)
+	p.PhaseBudgets = maps.Clone(p.PhaseBudgets)
+	p.LivenessRules = slices.Clone(p.LivenessRules)
+	return p
+}
+
+// limits resolves p (already validated) into the decision's limits.
+func (p Policy) limits() decide.Limits {
+	l := decide.Limits{
+		WallClock:        p.WallClock,
+		SessionCeiling:   p.SessionCeiling,
+		ChildWaitCeiling: p.ChildrenWaitCeiling,
+		IdleWindow:       p.IdleWindow,
+		EvidenceTTL:      p.EvidenceTTL,
+		StartupGrace:     p.StartupGrace,
+		MaxIdleDeferral:  p.MaxIdleDeferral,
+		SettleChecks:     p.SettleChecks,
+		SettleInterval:   p.SettleInterval,
+	}
+	if l.WallClock == 0 {
+		l.WallClock = defaultWallClock
+	}
+	switch l.EvidenceTTL {
+	case 0:
+		l.EvidenceTTL = defaultEvidenceTTL
+	case Off:
+		l.EvidenceTTL = 0
+	}
+	if l.SettleChecks == 0 {
+		l.SettleChecks = defaultSettleChecks
+	}
+	if l.SettleInterval == 0 {
+		l.SettleInterval = defaultSettleInterval
+	}
+	for r := range decide.NumRules {
+		if p.modeOf(ruleNames[r]) == ModeShadow {
+			l.Shadow = l.Shadow.With(r)
+		}
+	}
+	return l
+}
+
+// modeOf is the mode of rule (built in or one of LivenessRules):
+// RuleModes[rule], else Mode, else ModeAct.
+func (p Policy) modeOf(rule string) Mode {
+	if m := p.RuleModes[rule]; m != "" {
+		return m
+	}
+	if p.Mode != "" {
+		return p.Mode
+	}
+	return ModeAct
+}
