@@ -108,7 +108,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 		w.decideLocked(s, now, &ef)
 		w.flushLocked(&ef)
 		w.mu.Unlock()
-		w.armIfEarlier(toNanos(now) + 1)
+		w.wakeBy(toNanos(now) + 1)
 		w.apply(&ef)
 		w.log.Info("watchdog: decision superseded by fresh evidence", zap.String("session_id", s.id),
 			zap.String("rule", it.v.Rule), zap.String("decision_id", it.v.DecisionID))
@@ -133,7 +133,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 		w.heap.Push(&s.item, due)
 		w.flushLocked(&ef)
 		w.mu.Unlock()
-		w.armIfEarlier(due)
+		w.wakeBy(due)
 		w.apply(&ef)
 		w.log.Error("watchdog: action failed; the session keeps running and the rule is looked at again",
 			zap.String("session_id", s.id), zap.String("rule", it.v.Rule),

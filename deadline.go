@@ -239,7 +239,7 @@ func (l *layer) arm() {
 	}
 	w.heap.Push(&l.item, due)
 	w.mu.Unlock()
-	w.armIfEarlier(due)
+	w.wakeBy(due)
 }
 
 // verdict builds the layer's overrun verdict at now.
@@ -295,7 +295,7 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 		})
 	case layerFired:
 		l.state = layerDone
-		w.unregisterLocked(l)
+		w.unregisterLocked(l, now)
 		w.abandoned.Add(1)
 		l.markAbandoned()
 		e := l.s.event(KindHandlerAbandoned, now)
@@ -312,9 +312,9 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 }
 
 // unregisterLocked removes l from the Watchdog's and the session's books and
-// re-examines the session if the idle rule was waiting for it. Called with
-// w.mu held.
-func (w *Watchdog) unregisterLocked(l *layer) {
+// re-examines the session at now if the idle rule was waiting for it (the
+// caller then wakes the scheduler by now). Called with w.mu held.
+func (w *Watchdog) unregisterLocked(l *layer, now time.Time) {
 	delete(w.layers, l)
 	w.heap.Remove(&l.item)
 	s := l.s
@@ -324,7 +324,7 @@ func (w *Watchdog) unregisterLocked(l *layer) {
 			r.bounded = append(r.bounded[:i], r.bounded[i+1:]...)
 			if s.state.Load() == stateRunning && !r.acting {
 				// The idle rule may have been deferring for this handler.
-				w.pullInLocked(s, toNanos(w.clock.Now()))
+				w.pullInLocked(s, toNanos(now))
 			}
 			break
 		}
@@ -356,15 +356,16 @@ func (l *layer) finish() error {
 		// for silence (with deferral on).
 		l.s.Touch(ChannelMCPTool)
 	}
+	now := w.clock.Now()
 	w.mu.Lock()
 	st := l.state
 	if st != layerDone {
 		l.state = layerDone
-		w.unregisterLocked(l)
+		w.unregisterLocked(l, now)
 	}
 	cause := l.cause
 	w.mu.Unlock()
-	w.rearm()
+	w.wakeBy(toNanos(now))
 	if st == layerFired || (st == layerDone && cause != nil) {
 		return cause
 	}

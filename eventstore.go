@@ -397,9 +397,8 @@ func (m *MemoryStore) Load(ctx context.Context, aggregateID string) ([]Event, er
 
 // memChunk is the number of events in one chunk of a MemoryStore's log. A
 // chunked log never copies the events it holds as it grows, and a session's
-// own list is of 4-byte positions: regrowing per-session []Event (over 500
-// bytes an event) made most of the garbage when 100,000 sessions fired at
-// once, and the collections it caused delayed the scheduler.
+// own list is of 4-byte positions, so a storm of fires does not regrow
+// per-session lists of 500-byte events.
 const memChunk = 1024
 
 func (m *MemoryStore) at(p uint32) *Event { return &m.log[p/memChunk][p%memChunk] }

@@ -178,7 +178,7 @@ func (s *Session) BeginChildWait() (end func()) {
 	}
 	w.mu.Unlock()
 	if due != math.MaxInt64 {
-		w.armIfEarlier(due)
+		w.wakeBy(due)
 	}
 	var done atomic.Bool
 	return func() {
@@ -346,13 +346,19 @@ func (w *Watchdog) startTicks() {
 
 func (w *Watchdog) armTick() {
 	c := &w.coarse
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed.Load() {
 		return
 	}
-	if t := w.clock.AfterFunc(w.resolution, w.tick); t != nil {
-		c.timer = t
+	t := w.clock.AfterFunc(w.resolution, w.tick) // user code: never under the lock
+	if t == nil {
+		return
+	}
+	c.mu.Lock()
+	c.timer = t
+	closed := c.closed.Load()
+	c.mu.Unlock()
+	if closed { // stopTicks ran meanwhile: it may have missed t
+		t.Stop()
 	}
 }
 
@@ -370,9 +376,10 @@ func (w *Watchdog) stopTicks() {
 	c := &w.coarse
 	c.closed.Store(true)
 	c.mu.Lock()
-	if c.timer != nil {
-		c.timer.Stop()
-		c.timer = nil
-	}
+	t := c.timer
+	c.timer = nil
 	c.mu.Unlock()
+	if t != nil {
+		t.Stop()
+	}
 }

@@ -63,6 +63,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		res.Attempts = attempt
 		actx, cancel := context.WithCancelCause(s.ctx)
 		at := &phaseAttempt{cancel: cancel}
+		now := w.clock.Now()
 		w.mu.Lock()
 		if s.r().attempt != nil {
 			w.mu.Unlock()
@@ -73,7 +74,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		s.rare.backingOff = false
 		if attempt > 1 {
 			// Each attempt gets a whole idle window.
-			s.since = toNanos(w.clock.Now())
+			s.since = toNanos(now)
 		}
 		w.mu.Unlock()
 		var pmu sync.Mutex
@@ -197,7 +198,7 @@ func (w *Watchdog) sleepUntil(ctx context.Context, t time.Time) error {
 	}
 	w.heap.Push(&sl.item, due)
 	w.mu.Unlock()
-	w.armIfEarlier(due)
+	w.wakeBy(due)
 	select {
 	case <-sl.ch:
 		return nil

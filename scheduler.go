@@ -54,16 +54,14 @@ type timed interface {
 }
 
 // pass decides everything due at the clock's now, applies the effects and
-// re-arms the timer for the next deadline. It runs on the scheduler
-// goroutine only and reuses w.ef, so a pass allocates nothing of its own.
+// arms the timer for the next deadline. It runs on the scheduler goroutine
+// only and reuses w.ef, so a pass allocates nothing of its own.
 func (w *Watchdog) pass() {
+	w.armedAt.Store(math.MaxInt64) // in a pass: a deadline pushed meanwhile arms its own timer
 	now := w.clock.Now()
 	nowNs := toNanos(now)
 	w.coarse.refresh(nowNs)
 	ef := &w.ef
-	// timerMu first (the lock order), so that the timer is re-armed from
-	// the heap as this pass leaves it.
-	w.timerMu.Lock()
 	w.mu.Lock()
 	// Pop every due item first: whatever a handler pushes back during this
 	// pass waits for the next one, so a pass always ends.
@@ -79,41 +77,14 @@ func (w *Watchdog) pass() {
 	w.popped = due[:0]
 	w.flushLocked(ef)
 	next, ok := w.topDueLocked()
-	arm := ok && !w.closed
 	w.mu.Unlock()
-	w.armLocked(next, arm)
-	w.timerMu.Unlock()
+	if ok {
+		w.arm(next, true)
+	}
 	if len(due) > 0 && w.obs.OnSchedulerTick != nil {
 		w.obs.OnSchedulerTick(ef.lateness)
 	}
 	w.apply(ef)
-}
-
-// armIfEarlier arms the clock timer for due unless it is already armed for
-// an instant at or before due.
-func (w *Watchdog) armIfEarlier(due int64) {
-	w.timerMu.Lock()
-	defer w.timerMu.Unlock()
-	if w.armed && w.armedAt <= due {
-		return
-	}
-	w.mu.Lock()
-	closed := w.closed
-	w.mu.Unlock()
-	w.armLocked(due, !closed)
-}
-
-// rearm arms the clock timer for the earliest deadline in the heap. Holding
-// timerMu while reading the heap orders it with armIfEarlier: a deadline
-// pushed after the read arms its own timer if it is earlier.
-func (w *Watchdog) rearm() {
-	w.timerMu.Lock()
-	defer w.timerMu.Unlock()
-	w.mu.Lock()
-	due, ok := w.topDueLocked()
-	closed := w.closed
-	w.mu.Unlock()
-	w.armLocked(due, ok && !closed)
 }
 
 // topDueLocked returns the heap's earliest due instant, and false if the
@@ -126,42 +97,80 @@ func (w *Watchdog) topDueLocked() (int64, bool) {
 	return top.Due, true
 }
 
-// armLocked is the one path that sets the clock timer: for due (arm), or
-// off. The real clock's timer is one time.Timer reset in place and read by
-// the scheduler goroutine (with, on Linux, its backstop); any other Clock
-// gets an AfterFunc per arming. Called with timerMu held.
-func (w *Watchdog) armLocked(due int64, arm bool) {
+// wakeBy arms the clock timer for due unless it is armed for due or
+// earlier. Call it after pushing a deadline, with w.mu released: the timer
+// is armed before it returns, so a fake clock advanced afterwards fires at
+// due exactly.
+func (w *Watchdog) wakeBy(due int64) { w.arm(due, false) }
+
+// arm is the one path that arms the clock timer: for due, unless it is
+// armed for an earlier instant (armedAt). The real clock's timer is one
+// time.Timer, reset in place under timerMu and read by the scheduler
+// goroutine (with, on Linux, its backstop). Any other Clock is user code,
+// never called under a lock: each arming is an AfterFunc of its own, and
+// the ones that turn out early or late only cost a pass. sched: the caller
+// is the scheduler goroutine, whose previous timer it replaces. After
+// Close, arm does nothing.
+func (w *Watchdog) arm(due int64, sched bool) {
+	if w.rt != nil {
+		w.timerMu.Lock()
+		if due < w.armedAt.Load() || (sched && w.armedAt.Load() == math.MaxInt64) {
+			d := w.delay(due)
+			w.rt.Reset(d)
+			if w.bs != nil {
+				w.bs.arm(d)
+			}
+			w.armedAt.Store(due)
+		}
+		w.timerMu.Unlock()
+		return
+	}
+	for {
+		cur := w.armedAt.Load()
+		if due >= cur && !(sched && cur == math.MaxInt64) || cur == math.MinInt64 {
+			return // armed early enough, or closed
+		}
+		if w.armedAt.CompareAndSwap(cur, min(cur, due)) {
+			break
+		}
+	}
+	t := w.clock.AfterFunc(w.delay(due), w.wake)
+	if sched {
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		w.timer = t
+	}
+}
+
+// delay is the wait from the clock's now until due.
+func (w *Watchdog) delay(due int64) time.Duration {
+	now := toNanos(w.clock.Now())
+	switch {
+	case due <= now:
+		return 0
+	case now < 0 && due > math.MaxInt64+now:
+		return math.MaxInt64
+	}
+	return time.Duration(due - now)
+}
+
+// closeTimer stops the clock timer for good, once the scheduler goroutine
+// has returned: later arms do nothing.
+func (w *Watchdog) closeTimer() {
+	w.timerMu.Lock()
+	w.armedAt.Store(math.MinInt64)
+	if w.rt != nil {
+		w.rt.Stop()
+	}
+	if w.bs != nil {
+		w.bs.close()
+	}
+	w.timerMu.Unlock()
 	if w.timer != nil {
 		w.timer.Stop()
 		w.timer = nil
 	}
-	w.armed, w.armedAt = arm, due
-	if !arm {
-		if w.rt != nil {
-			w.rt.Stop()
-		}
-		if w.bs != nil {
-			w.bs.stop()
-		}
-		return
-	}
-	now := toNanos(w.clock.Now())
-	d := time.Duration(0)
-	if due > now {
-		if now < 0 && due > math.MaxInt64+now {
-			d = math.MaxInt64
-		} else {
-			d = time.Duration(due - now)
-		}
-	}
-	if w.rt != nil {
-		w.rt.Reset(d)
-		if w.bs != nil {
-			w.bs.arm(d)
-		}
-		return
-	}
-	w.timer = w.clock.AfterFunc(d, w.wake)
 }
 
 // logFires logs the windows a pass ended, if Info is enabled.

@@ -232,6 +232,7 @@ func (s *Session) Stop() error {
 // ended. It reports whether this call ended it, and the earlier cause if not.
 func (s *Session) stop(code string) (bool, error) {
 	w := s.w
+	now := w.clock.Now()
 	w.mu.Lock()
 	if s.state.Load() != stateRunning {
 		cause := s.endCauseLocked()
@@ -245,7 +246,7 @@ func (s *Session) stop(code string) (bool, error) {
 	w.sessions.Del(s)
 	w.heap.Remove(&s.item)
 	s.dropWaiterLocked()
-	e := s.event(KindStop, w.clock.Now())
+	e := s.event(KindStop, now)
 	e.Reason, e.StopReasonCode = code, code
 	w.rec.Push(entry{ev: e, seq: w.ids.Next()})
 	w.mu.Unlock()

@@ -2,6 +2,7 @@ package watchdog_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -51,6 +52,49 @@ func TestFollowLeavesNoGoroutineBehind(t *testing.T) {
 		<-ctx.Done()
 		require.ErrorIs(t, context.Cause(ctx), watchdog.ErrWallClockExceeded)
 		stop()
+		require.NoError(t, w.Close(context.Background()))
+	})
+}
+
+// A deadline earlier than the one the scheduler sleeps towards wakes it,
+// even when it is pushed while a pass is running: every session fires at
+// exactly its deadline. Sessions are started from several goroutines, each
+// one due before the ones already watched, while earlier ones fire.
+func TestEveryDeadlineFiresOnTimeWhenEarlierOnesArriveDuringPasses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := watchdog.New(watchdog.WithStore(watchdog.NewMemoryStore()))
+		start := time.Now()
+		const perGoroutine = 50
+		sessions := make(chan *watchdog.Session, 4*perGoroutine)
+		done := make(chan struct{})
+		for g := range 4 {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				for i := range perGoroutine {
+					// Budgets shrink as time passes, so each new deadline is
+					// earlier than those already armed.
+					budget := time.Duration(1000-20*i-g) * time.Millisecond
+					s, err := w.Start(context.Background(), fmt.Sprintf("s%d-%d", g, i), time.Now(), watchdog.Policy{WallClock: budget})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					sessions <- s
+					time.Sleep(time.Duration(g+1) * time.Millisecond)
+				}
+			}()
+		}
+		for range 4 {
+			<-done
+		}
+		close(sessions)
+		for s := range sessions {
+			<-s.Context().Done()
+			var v *watchdog.VerdictError
+			require.ErrorAs(t, context.Cause(s.Context()), &v)
+			assert.Equal(t, s.Deadline().Add(time.Nanosecond), v.FiredAt, "%s fired late", s.ID())
+		}
+		assert.Less(t, time.Since(start), 2*time.Second)
 		require.NoError(t, w.Close(context.Background()))
 	})
 }

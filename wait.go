@@ -65,7 +65,7 @@ func (s *Session) Wait(timeout time.Duration, onTimeout func(ctx context.Context
 	due := toNanos(now.Add(d))
 	w.heap.Push(&wt.item, due)
 	w.mu.Unlock()
-	w.armIfEarlier(due)
+	w.wakeBy(due)
 	return gen
 }
 
@@ -89,7 +89,7 @@ func (s *Session) EndWait() bool {
 	}
 	w.mu.Unlock()
 	if was {
-		w.armIfEarlier(toNanos(now))
+		w.wakeBy(toNanos(now))
 	}
 	return was
 }

@@ -50,12 +50,12 @@ type Watchdog struct {
 	closed   bool
 	scratch  [maxChannels]decide.Channel // snapshotLocked's buffer; guarded by mu
 
-	timerMu sync.Mutex   // guards timer, rt's arming, armed, armedAt; taken before mu, never inside it
-	timer   *clock.Timer // the pending AfterFunc of a Clock other than the real one
-	rt      *time.Timer  // the real clock's one timer (nil for other clocks); its channel wakes the scheduler
-	bs      *backstop    // rt's backstop (nil for other clocks and off Linux)
-	armed   bool
-	armedAt int64
+	timerMu   sync.Mutex    // guards the real clock's timer (rt, bs) and its armedAt; taken alone
+	timer     *clock.Timer  // the pending AfterFunc of a Clock other than the real one
+	rt        *time.Timer   // the real clock's one timer (nil for other clocks); its channel wakes the scheduler
+	bs        *backstop     // rt's backstop (nil for other clocks and off Linux)
+	armedAt   atomic.Int64  // the instant the timer is armed for; MaxInt64 while unarmed or in a pass
+	schedDone chan struct{} // closed when the scheduler goroutine returns
 
 	wakeCh  chan struct{}
 	checkCh chan chan struct{}
@@ -123,7 +123,8 @@ func New(opts ...Option) *Watchdog {
 			Key:  func(s *Session) string { return s.id },
 			Slot: func(s *Session) *int32 { return &s.item.Aux },
 		},
-		done: make(chan struct{}),
+		done:      make(chan struct{}),
+		schedDone: make(chan struct{}),
 	}
 	w.act = newActor(w)
 	var one [1]Event // Append's argument: the recorder appends from one goroutine at a time
@@ -147,7 +148,8 @@ func New(opts ...Option) *Watchdog {
 	w.coarse.now.Store(toNanos(w.clock.Now()))
 	w.wg.Add(2)
 	go func() { defer w.wg.Done(); w.rec.Run() }()
-	go func() { defer w.wg.Done(); w.schedule() }()
+	w.armedAt.Store(math.MaxInt64)
+	go func() { defer w.wg.Done(); defer close(w.schedDone); w.schedule() }()
 	go w.act.run() // Close waits for it through act.done, bounded by its ctx
 	return w
 }
@@ -345,7 +347,7 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 	e.Policy = &s.cfg.policy // shared, never modified
 	w.rec.Push(entry{ev: e, seq: w.ids.Next()})
 	w.mu.Unlock()
-	w.armIfEarlier(due)
+	w.wakeBy(due)
 	return nil
 }
 
@@ -426,12 +428,8 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		close(w.done)
 		w.stopTicks()
 		actErr := w.act.close(ctx)
-		w.timerMu.Lock()
-		w.armLocked(0, false)
-		if w.bs != nil {
-			w.bs.close()
-		}
-		w.timerMu.Unlock()
+		<-w.schedDone // its last pass may still arm the timer
+		w.closeTimer()
 		for _, s := range live {
 			s.cancel(ErrClosed)
 		}

@@ -5,18 +5,14 @@ package index
 import "hash/maphash"
 
 // Index maps ids to the values a Watchdog watches (its sessions). Its hash
-// table holds no pointer (a hash of the id to a slot number), and the
-// sessions are held by a slice: a garbage collection does not scan the table
-// and reaches the sessions in slot order. A map[string]*Session made the
-// collector visit a million sessions and their ids in hash order, cache miss
-// after cache miss: it was most of a full GC cycle at 1,000,000 sessions
-// (see BENCHMARKS.md). A value keeps its slot (see Slot), so removing
-// it walks no chain. (Keeping each slot's hash too, to spare hashing the id
-// on removal, cost 8 bytes a session, more than the memory target allowed.)
-// The hash-to-slot table stays a Go map, whose growth is incremental:
-// an open-addressing table measured faster per removal, but doubling it at
-// a million sessions held the Watchdog's lock for 20 ms. Not safe for
-// concurrent use: the Watchdog's mu guards it. Set Key and Slot before use.
+// table holds no pointer (a hash of the id to a slot number) and the values
+// are held by a slice, so a garbage collection does not scan the table and
+// reaches the values in slot order, not in hash order (which at a million
+// sessions made most of a full collection). A value keeps its slot (see
+// Slot), so removing it walks no chain. The hash-to-slot table is a Go map,
+// whose growth is incremental: no insert pauses the Watchdog for a rehash.
+// Not safe for concurrent use: the Watchdog's mu guards it. Set Key and
+// Slot before use.
 type Index[V any] struct {
 	// Key is a value's id; Slot is where the value keeps its slot.
 	Key  func(*V) string

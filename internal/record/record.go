@@ -231,6 +231,7 @@ func (r *Recorder[T, E]) attempt(lid string, e E, final bool) bool {
 		r.mu.Unlock()
 		return true
 	}
+	now := r.c.Clock.Now() // user code: never under the lock
 	r.mu.Lock()
 	l := r.lanes[lid]
 	if l == nil {
@@ -243,7 +244,7 @@ func (r *Recorder[T, E]) attempt(lid string, e E, final bool) bool {
 	if d <= 0 || d > r.c.RetryMax {
 		d = r.c.RetryMax
 	}
-	l.retryAt = r.c.Clock.Now().Add(d)
+	l.retryAt = now.Add(d)
 	attempts := l.attempts
 	r.mu.Unlock()
 	if !final {

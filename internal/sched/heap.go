@@ -23,9 +23,8 @@ func (it *Item[T]) Scheduled() bool { return it.index > 0 }
 //
 // It is 4-ary and keeps each item's due instant beside its pointer, so that
 // sifting compares values in one contiguous array and touches an item only
-// to record its new position: with a million items scattered over the heap
-// memory, a binary heap of bare pointers took a cache miss per comparison,
-// and popping one item cost microseconds (see BENCHMARKS.md).
+// to record its new position: with a million items scattered in memory, a
+// binary heap of bare pointers takes a cache miss per comparison.
 type Heap[T any] struct {
 	entries []entry[T]
 }
