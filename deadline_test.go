@@ -7,10 +7,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/watchdogtest"
 )
 
 // callAsync runs watchdog.Call in a goroutine and returns its result channel.
@@ -251,4 +253,113 @@ func TestTheEndOfAHandlerIsEvidenceForTheIdleRule(t *testing.T) {
 	require.NotEmpty(t, v)
 	assert.Equal(t, "handler", v[0].ActiveChannel)
 	assert.Equal(t, "mcp_tool", v[len(v)-1].ActiveChannel)
+}
+
+// AbandonedHandlers gives the handlers abandoned so far and those of them
+// still running, not every running handler: a healthy handler within its
+// budget is not counted, and an abandoned one leaves the running count when
+// its function returns. That count is the leak a host can alert on. In a
+// synctest bubble, synctest.Wait tells when the abandoned function's
+// goroutine is really gone.
+func TestAbandonedHandlersCountsOnlyAbandonedFunctionsStillRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mock := newMock()
+		w := watchdog.New(watchdog.WithClock(mock))
+		s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: time.Hour, HandlerGrace: time.Second})
+		require.NoError(t, err)
+		release, entered := make(chan struct{}), make(chan struct{})
+		abandoned := make(chan error, 1)
+		go func() {
+			abandoned <- watchdog.Call(s.Context(), "stuck", time.Second, func(ctx context.Context) error {
+				close(entered)
+				<-release
+				return nil
+			})
+		}()
+		<-entered
+		require.NoError(t, watchdogtest.Advance(context.Background(), mock, 2*time.Second, w))
+		require.ErrorIs(t, <-abandoned, watchdog.ErrDeadlineExceeded)
+		a, running := w.AbandonedHandlers()
+		assert.Equal(t, [2]int64{1, 1}, [2]int64{a, running})
+
+		healthyRelease, healthyIn, healthyDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(healthyDone)
+			_ = watchdog.Call(s.Context(), "healthy", time.Hour, func(ctx context.Context) error {
+				close(healthyIn)
+				<-healthyRelease
+				return nil
+			})
+		}()
+		<-healthyIn
+		close(release) // the abandoned function returns
+		synctest.Wait()
+		a, running = w.AbandonedHandlers()
+		assert.Equal(t, int64(1), a)
+		assert.Equal(t, int64(0), running, "a healthy in-time handler is not counted")
+		close(healthyRelease)
+		<-healthyDone
+		require.NoError(t, w.Close(context.Background()))
+	})
+}
+
+// lateClock tells the time from now, but its timers are on dead and never
+// fire on their own: the scheduler runs only when Check asks, that is late,
+// as after a suspended laptop, a wall-clock step or a long GC pause.
+type lateClock struct {
+	now  *clock.Mock
+	dead *clock.Mock
+}
+
+func (c lateClock) Now() time.Time                                   { return c.now.Now() }
+func (c lateClock) AfterFunc(d time.Duration, f func()) *clock.Timer { return c.dead.AfterFunc(d, f) }
+
+// A scheduler pass that runs late, after a handler's deadline and its grace
+// have both passed (25 s after a 5 s deadline, grace 1 s), finishes: the
+// idle rule, deferred while the handler's work was bounded, is looked at
+// once more and the pass moves on. A pass that never finished would hold up
+// every session of the Watchdog after the machine woke.
+func TestALateSchedulerPassPastAHandlersGraceEnds(t *testing.T) {
+	mock := newMock()
+	w := watchdog.New(watchdog.WithClock(lateClock{mock, clock.NewMock()}), watchdog.WithStore(watchdog.NewMemoryStore()))
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1, HandlerGrace: time.Second}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	release := make(chan struct{})
+	defer close(release)
+	entered := make(chan struct{})
+	go watchdog.Call(s.Context(), "slow", 5*time.Second, func(ctx context.Context) error {
+		close(entered)
+		<-release // ignores its context
+		return nil
+	})
+	<-entered
+	mock.Add(30 * time.Second) // the scheduler wakes 25 s after the handler's deadline
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, w.Check(ctx), "scheduler pass never finished")
+}
+
+// A scheduler pass that runs late but within a handler's grace (25 s after
+// a 5 s deadline, grace 1 min) finishes too, and promptly: the handler is
+// past its deadline but not yet abandoned.
+func TestALateSchedulerPassWithinAHandlersGraceEnds(t *testing.T) {
+	mock := newMock()
+	w := watchdog.New(watchdog.WithClock(lateClock{mock, clock.NewMock()}), watchdog.WithStore(watchdog.NewMemoryStore()))
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1, HandlerGrace: time.Minute}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	release := make(chan struct{})
+	defer close(release)
+	entered := make(chan struct{})
+	go watchdog.Call(s.Context(), "slow", 5*time.Second, func(ctx context.Context) error {
+		close(entered)
+		<-release // ignores its context
+		return nil
+	})
+	<-entered
+	mock.Add(30 * time.Second) // the scheduler wakes 25 s after the handler's deadline
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	require.NoError(t, w.Check(ctx), "scheduler pass never finished")
 }

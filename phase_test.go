@@ -133,3 +133,67 @@ func TestWallClockInsideAPhaseIsNotRetried(t *testing.T) {
 	assert.Equal(t, 1, o.res.Attempts)
 	assert.Equal(t, "watchdog_wall_clock_exceeded", o.res.StopReasonCode)
 }
+
+// A phase whose function ignores its context is abandoned at its deadline
+// plus HandlerGrace: RunPhase returns the partial result it had then (none
+// here) with phase_deadline_exceeded, and the value the abandoned function
+// returns later is dropped, with no data race. The caller can move on with
+// what it has; nothing changes under it afterwards.
+func TestAbandonedPhaseKeepsItsPartialAndDropsLateWrites(t *testing.T) {
+	mock := newMock()
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: time.Hour, HandlerGrace: time.Second})
+	require.NoError(t, err)
+	entered, late, fnDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	type out struct {
+		r   watchdog.PhaseResult[int]
+		err error
+	}
+	got := make(chan out, 1)
+	go func() {
+		r, err := watchdog.RunPhase(s, "plan", 10*time.Second, func(ctx context.Context, attempt int) (int, error) {
+			defer close(fnDone)
+			close(entered)
+			<-late // ignores its context past the grace
+			return 42, nil
+		})
+		got <- out{r, err}
+	}()
+	<-entered
+	advance(t, mock, 11*time.Second, w)
+	o := <-got
+	close(late) // the abandoned function returns now, after RunPhase did
+	<-fnDone
+	require.ErrorIs(t, o.err, watchdog.ErrDeadlineExceeded)
+	assert.Equal(t, 0, o.r.Partial)
+	assert.Equal(t, "phase_deadline_exceeded", o.r.StopReasonCode)
+}
+
+// The idle rule does not act during RunPhase's backoff between attempts: a
+// RecoveryBackoff longer than the IdleWindow (15 s against 10 s) delays the
+// retry, it does not end the session. Otherwise any backoff at least as long
+// as the idle window would turn a recoverable idle cancel into the end of
+// the whole session.
+func TestIdleRuleIsSuspendedDuringARetryBackoff(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1,
+		RecoveryBudget: 3, RecoveryBackoff: 15 * time.Second}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	attempts := make(chan int, 4)
+	done := make(chan error, 1)
+	go func() {
+		_, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (string, error) {
+			attempts <- attempt
+			<-ctx.Done()
+			return "", context.Cause(ctx)
+		})
+		done <- err
+	}()
+	require.Equal(t, 1, <-attempts)
+	advance(t, mock, 10*time.Second+1, w) // attempt 1 cancelled by idleness: a retry is due in 15 s
+	advance(t, mock, 15*time.Second, w)
+	require.NoError(t, s.Context().Err(), "the session was killed during the retry backoff")
+}

@@ -64,3 +64,42 @@ func TestShadowIdleAdvisesAgainInTheNextEpisode(t *testing.T) {
 	require.NoError(t, s.Context().Err())
 	assert.Len(t, ofKind(load(t, store, "s"), watchdog.KindDecision), 2)
 }
+
+// With the wall clock in shadow mode and already advised, the idle rule off
+// and the children-wait ceiling acting, a child wait begun after the advice
+// is still ended by the ceiling: a rule in shadow mode never switches off
+// the rules that act.
+func TestChildWaitCeilingAppliesAfterAShadowAdvice(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := watchdog.Policy{WallClock: time.Minute, ChildrenWaitCeiling: 30 * time.Second,
+		RuleModes: map[string]watchdog.Mode{watchdog.RuleWallClock: watchdog.ModeShadow}}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	advance(t, mock, 2*time.Minute, w) // wall clock advised
+	cw := s.BeginChildWait()
+	defer cw()
+	advance(t, mock, 10*time.Minute, w) // waits 10 min on children, ceiling 30 s
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrChildrenWaitExceeded)
+}
+
+// With the wall clock in shadow mode (advised during a wait) and the idle
+// rule acting, the idle rule applies again once the wait ends: a session
+// silent for 10 minutes after EndWait is stopped. An advice given while
+// waiting must not leave the session unwatched afterwards.
+func TestIdleRuleAppliesAfterAWaitWhenTheWallClockIsInShadow(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := watchdog.Policy{WallClock: time.Minute, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1,
+		RuleModes: map[string]watchdog.Mode{watchdog.RuleWallClock: watchdog.ModeShadow}}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	s.Touch(watchdog.ChannelStdout)
+	s.Wait(5*time.Minute, nil)
+	advance(t, mock, 2*time.Minute, w) // wall clock advised while waiting
+	require.True(t, s.EndWait())
+	advance(t, mock, 10*time.Minute, w) // silent 10 min after the wait ended
+	require.Error(t, s.Context().Err(), "idle rule should have fired")
+}

@@ -72,3 +72,23 @@ func TestIdleDuringAWaitIsSuspendedButTheWallClockIsNot(t *testing.T) {
 	advance(t, mock, 2*time.Second, w)
 	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
 }
+
+// StartupGrace lasts until the first baseline output or until StartupGrace
+// has passed since the window started, once per window: after a wait, a
+// session that had already printed gets the idle window, not a new startup
+// grace, so silent 60 s after EndWait with a 10 s idle window it is stopped.
+func TestStartupGraceIsNotGrantedAgainAfterAWait(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := watchdog.Policy{WallClock: 4 * time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1,
+		StartupGrace: 5 * time.Minute}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	s.Touch(watchdog.ChannelStdout) // printed: the grace is over
+	s.Wait(time.Hour, nil)
+	advance(t, mock, time.Minute, w)
+	s.EndWait()
+	advance(t, mock, time.Minute, w) // silent for 60 s > IdleWindow after the wait ended
+	require.Error(t, s.Context().Err(), "silent 60 s after EndWait with a 10 s idle window; the startup grace was re-applied")
+}
