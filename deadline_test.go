@@ -22,8 +22,8 @@ func callAsync(ctx context.Context, name string, budget time.Duration, fn func(c
 	return out
 }
 
-// Done 1: a handler that sleeps forever ignoring its context returns
-// ErrHandlerDeadlineExceeded at its budget + grace; the event names the
+// A handler that sleeps forever ignoring its context returns
+// ErrDeadlineExceeded at its budget + grace; the event names the
 // dying step; the abandoned goroutine is counted.
 func TestHandlerIgnoringItsContextIsAbandonedAtBudgetPlusGrace(t *testing.T) {
 	mock := newMock()
@@ -137,7 +137,7 @@ func TestNestedLayersTheEarliestDeadlineFiresAndNamesItsLayer(t *testing.T) {
 	assert.Equal(t, "iter-1", v.Name)
 }
 
-// Done 3: a slow but bounded handler running longer than the idle window is
+// A slow but bounded handler running longer than the idle window is
 // not killed by the idle rule; a hung one is ended by its own deadline.
 func TestBoundedHandlerDefersTheIdleRuleAndAHungOneDiesByItsOwnDeadline(t *testing.T) {
 	mock := newMock()

@@ -39,9 +39,9 @@ func entry(t *testing.T, e watchdog.Event, ch string) watchdog.EvidenceEntry {
 	return watchdog.EvidenceEntry{}
 }
 
-// Scenario 1: stdout silent past the idle window while workspace changes keep
-// coming gives CONTINUE verdicts with evidence and no kill; once the
-// workspace is quiet past the TTL the HARD_STOP carries the per-channel summary.
+// Stdout silent past the idle window while workspace changes keep coming
+// gives CONTINUE verdicts with evidence and no kill; once the workspace is
+// quiet past the TTL the HARD_STOP carries the per-channel summary.
 func TestWorkspaceEvidenceDefersTheIdleFireUntilItGoesStale(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
@@ -104,7 +104,9 @@ func TestWorkspaceEvidenceDefersTheIdleFireUntilItGoesStale(t *testing.T) {
 	assert.Contains(t, string(b), `"evidence_summary":[{"channel":"stdout","last_at":"2026-05-23T09:00:00Z","age_seconds":21.000000001,"counter":1}`)
 }
 
-// Scenario 2: TTL off restores stdout-only behaviour.
+// With the evidence TTL off only stdout counts (the seeds' behaviour): fresh
+// tool calls do not defer the idle rule, which fires at the idle window. In
+// JSON, Off is written as -1.
 func TestEvidenceTTLOffFiresAtTheIdleWindowDespiteFreshToolCalls(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
@@ -142,7 +144,9 @@ func busy(s *watchdog.Session) {
 	}
 }
 
-// Scenario 3: no evidence extends the ceilings.
+// No evidence extends a ceiling: a session busy on every channel still ends
+// at its session ceiling, with a verdict that is neither recoverable nor
+// resumable.
 func TestFreshEvidenceNeverExtendsTheSessionCeiling(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
@@ -213,7 +217,8 @@ func TestChildWaitCeilingCountsNestedAndConcurrentWaitsOnce(t *testing.T) {
 	assert.InDelta(t, 20.000000001, c[0].ChildrenWaitSeconds, 1e-9)
 }
 
-// Scenario 4: the settle window.
+// The settle window: the idle rule acts only after SettleChecks consecutive
+// stale looks (stale, stale, fresh, stale, stale does not act), and once.
 func TestSettleWindowActsOnlyOnConsecutiveStaleChecks(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()

@@ -12,9 +12,9 @@ import (
 	"github.com/sessionwatchdog/watchdog"
 )
 
-// Done 7: recovery. A phase that idles twice is retried twice and succeeds
-// on the third attempt; with a budget of one retry it ends with
-// recovery_budget_exceeded and the last partial result.
+// Recovery: a phase that idles twice is retried twice, the backoff doubling,
+// and succeeds on the third attempt; idleness ended the attempts, not the
+// session.
 func TestPhaseThatIdlesTwiceSucceedsOnTheThirdAttempt(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
@@ -65,6 +65,8 @@ func TestPhaseThatIdlesTwiceSucceedsOnTheThirdAttempt(t *testing.T) {
 	assert.Empty(t, ofKind(evs, watchdog.KindCancel))
 }
 
+// With a budget of one retry, a phase that idles on every attempt ends with
+// recovery_budget_exceeded and the last attempt's partial result.
 func TestPhaseRetriesRunOutWithTheLastPartialResult(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()

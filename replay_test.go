@@ -178,7 +178,7 @@ func TestSeededSimulationsGiveByteIdenticalLogsThatReplay(t *testing.T) {
 	}
 }
 
-// Done 5: replay re-derives every verdict of a recorded log; a tampered
+// Replay re-derives every verdict of a recorded log; a tampered
 // event is reported.
 func TestReplayReportsATamperedEvent(t *testing.T) {
 	_, evs := simulate(t, 7)

@@ -11,7 +11,7 @@ import (
 	"github.com/sessionwatchdog/watchdog"
 )
 
-// Scenario 5: shadow mode records the decision and leaves the session
+// Shadow mode records the decision and leaves the session
 // running; act mode records the decision, then the outcome, linked.
 func TestShadowModeRecordsTheDecisionAndLeavesTheSessionRunning(t *testing.T) {
 	mock := newMock()

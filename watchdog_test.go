@@ -15,9 +15,9 @@ import (
 	"github.com/sessionwatchdog/watchdog"
 )
 
-// Seed 000's cli-todo scenario: a pipeline loop with a 10 s budget fires just
-// past 10 s, records exactly one cancel with every field, and the result
-// envelope carries stop_reason_code=watchdog_wall_clock_exceeded.
+// A pipeline loop with a 10 s budget (the README's cli-todo example) fires
+// just past 10 s, records exactly one cancel with every field, and the
+// result envelope carries stop_reason_code=watchdog_wall_clock_exceeded.
 func TestCliTodoLoopIsCancelledJustPastItsTenSecondBudget(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
@@ -507,7 +507,7 @@ func TestPolicyJSONUsesTheSeedKnobNames(t *testing.T) {
 	assert.Equal(t, 250*time.Millisecond, p.WallClock)
 }
 
-// Cooperative cancellation (seed 000, L2-c): a component that did not start
+// Cooperative cancellation: a component that did not start
 // the watch follows the session through the store and exits cleanly.
 func TestFollowerExitsWhenTheCancelIsRecorded(t *testing.T) {
 	mock := newMock()
