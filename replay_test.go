@@ -220,7 +220,7 @@ func TestReplayReportsATamperedEvent(t *testing.T) {
 	}
 }
 
-func TestReplayOfTheCliTodoLog(t *testing.T) {
+func TestReplayReDerivesEveryVerdictOfTheCliTodoLog(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
 	w := newWatchdog(t, mock, store)

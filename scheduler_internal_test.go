@@ -10,9 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The scheduler reads the earliest item's Due under mu, while a Push
-// under mu (a child wait, a wait ending) may move it. Run with -race.
-func TestRearmReadsTheEarliestDueUnderTheLock(t *testing.T) {
+// Rearming the scheduler's timer (as a deadline layer's end does) while a
+// session is moved earlier in the schedule (as BeginChildWait and EndWait
+// do) is no data race: the earliest due time is read under mu, where it
+// moves. Run with -race.
+func TestRearmingWhileASessionIsRescheduledIsRaceFree(t *testing.T) {
 	mock := clock.NewMock()
 	w := New(WithClock(mock), WithStore(NewMemoryStore()))
 	defer func() { _ = w.Close(context.Background()) }()

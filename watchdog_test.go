@@ -416,7 +416,10 @@ func TestSlowStoreDoesNotDelayOtherSessionsCancels(t *testing.T) {
 	assert.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(load(t, store, "b")))
 }
 
-func TestRunStopReasonCodes(t *testing.T) {
+// Run gives its result and its stop event the code of how the loop ended:
+// completed, failed (an error, or a panic, which Run raises again) or
+// canceled (the caller's context); only a completed run is not resumable.
+func TestRunRecordsHowTheLoopEndedAsItsStopReasonCode(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
 	w := newWatchdog(t, mock, store)
