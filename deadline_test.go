@@ -3,16 +3,16 @@ package watchdog_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/watchdogtest"
 )
 
 // callAsync runs watchdog.Call in a goroutine and returns its result channel.
@@ -22,8 +22,8 @@ func callAsync(ctx context.Context, name string, budget time.Duration, fn func(c
 	return out
 }
 
-// Done 1: a handler that sleeps forever ignoring its context returns
-// ErrHandlerDeadlineExceeded at its budget + grace; the event names the
+// A handler that sleeps forever ignoring its context returns
+// ErrDeadlineExceeded at its budget + grace; the event names the
 // dying step; the abandoned goroutine is counted.
 func TestHandlerIgnoringItsContextIsAbandonedAtBudgetPlusGrace(t *testing.T) {
 	mock := newMock()
@@ -137,7 +137,7 @@ func TestNestedLayersTheEarliestDeadlineFiresAndNamesItsLayer(t *testing.T) {
 	assert.Equal(t, "iter-1", v.Name)
 }
 
-// Done 3: a slow but bounded handler running longer than the idle window is
+// A slow but bounded handler running longer than the idle window is
 // not killed by the idle rule; a hung one is ended by its own deadline.
 func TestBoundedHandlerDefersTheIdleRuleAndAHungOneDiesByItsOwnDeadline(t *testing.T) {
 	mock := newMock()
@@ -224,189 +224,6 @@ func TestCallWithoutASessionUsesTheRealClock(t *testing.T) {
 	})
 }
 
-func TestWaitingWatchdogFiresOnceWithoutCancellingAndStaleArmsNeverFire(t *testing.T) {
-	mock := newMock()
-	store := watchdog.NewMemoryStore()
-	w := newWatchdog(t, mock, store)
-	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, SettleChecks: 1}
-	s, err := w.Start(context.Background(), "s", t0, p)
-	require.NoError(t, err)
-
-	var calls atomic.Int32
-	fired := make(chan uint64, 4)
-	cb := func(ctx context.Context, got *watchdog.Session, gen uint64) {
-		calls.Add(1)
-		fired <- gen
-	}
-
-	// A resume before the fire supersedes it: the callback never runs.
-	g1 := s.Wait(time.Minute, cb)
-	advance(t, mock, 30*time.Second, w)
-	assert.True(t, s.EndWait())
-	advance(t, mock, 5*time.Second, w) // past g1's instant
-	s.Touch(watchdog.ChannelStdout)
-	assert.Zero(t, calls.Load())
-
-	// Each arm supersedes the previous one.
-	g2 := s.Wait(0, cb) // server sent no timeout: 30 min
-	g3 := s.Wait(2*time.Minute, cb)
-	assert.Less(t, g1, g2)
-	assert.Less(t, g2, g3)
-	waiting, gen := s.Waiting()
-	assert.True(t, waiting)
-	assert.Equal(t, g3, gen)
-	advance(t, mock, 2*time.Minute, w) // the idle rule is suspended while waiting
-	require.Equal(t, g3, <-fired)
-	require.NoError(t, context.Cause(s.Context()), "the fire does not cancel")
-	waiting, _ = s.Waiting()
-	assert.False(t, waiting, "the fire ends the waiting state")
-	s.Wait(time.Hour, nil)              // the agent's next turn yields again
-	advance(t, mock, 40*time.Minute, w) // g2's instant passes: superseded
-	assert.Equal(t, int32(1), calls.Load(), "the callback runs exactly once")
-	require.NoError(t, context.Cause(s.Context()))
-
-	evs := load(t, store, "s")
-	wt := ofKind(evs, watchdog.KindWaitTimeout)
-	require.Len(t, wt, 1)
-	assert.Equal(t, g3, wt[0].Generation)
-	assert.Equal(t, 120.0, wt[0].LimitSeconds)
-	assert.Empty(t, ofKind(evs, watchdog.KindCancel))
-}
-
-func TestIdleDuringAWaitIsSuspendedButTheWallClockIsNot(t *testing.T) {
-	mock := newMock()
-	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
-	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: time.Minute, IdleWindow: time.Second, SettleChecks: 1})
-	require.NoError(t, err)
-	s.Wait(time.Hour, nil)
-	advance(t, mock, 59*time.Second, w)
-	require.NoError(t, s.Context().Err())
-	advance(t, mock, 2*time.Second, w)
-	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
-}
-
-// Done 7: recovery. A phase that idles twice is retried twice and succeeds
-// on the third attempt; with a budget of one retry it ends with
-// recovery_budget_exceeded and the last partial result.
-func TestPhaseThatIdlesTwiceSucceedsOnTheThirdAttempt(t *testing.T) {
-	mock := newMock()
-	store := watchdog.NewMemoryStore()
-	w := newWatchdog(t, mock, store)
-	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1,
-		RecoveryBudget: 2, RecoveryBackoff: time.Second}
-	s, err := w.Start(context.Background(), "s", t0, p)
-	require.NoError(t, err)
-
-	attempts := make(chan int)
-	type out struct {
-		res watchdog.PhaseResult[string]
-		err error
-	}
-	done := make(chan out, 1)
-	go func() {
-		res, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (string, error) {
-			attempts <- attempt
-			if attempt < 3 {
-				<-ctx.Done() // the agent hangs silently
-				return fmt.Sprintf("draft %d", attempt), context.Cause(ctx)
-			}
-			return "done", nil
-		})
-		done <- out{res, err}
-	}()
-	require.Equal(t, 1, <-attempts)
-	advance(t, mock, 10*time.Second+1, w) // idle: attempt 1 is cancelled
-	advance(t, mock, time.Second, w)      // backoff 1 s
-	require.Equal(t, 2, <-attempts)
-	advance(t, mock, 10*time.Second+1, w)
-	advance(t, mock, 2*time.Second, w) // backoff doubles
-	require.Equal(t, 3, <-attempts)
-	o := <-done
-	require.NoError(t, o.err)
-	assert.Equal(t, 3, o.res.Attempts)
-	assert.Equal(t, "done", o.res.Partial)
-	assert.Empty(t, o.res.StopReasonCode)
-	require.NoError(t, s.Context().Err(), "idleness ended attempts, not the session")
-
-	require.NoError(t, w.Check(context.Background()))
-	evs := load(t, store, "s")
-	assert.Len(t, ofKind(evs, watchdog.KindAttemptCancelled), 2)
-	r := ofKind(evs, watchdog.KindRetry)
-	require.Len(t, r, 2)
-	assert.Equal(t, []int{2, 3}, []int{r[0].Attempt, r[1].Attempt})
-	assert.Equal(t, "implement", r[0].Phase)
-	assert.Empty(t, ofKind(evs, watchdog.KindCancel))
-}
-
-func TestPhaseRetriesRunOutWithTheLastPartialResult(t *testing.T) {
-	mock := newMock()
-	store := watchdog.NewMemoryStore()
-	w := newWatchdog(t, mock, store)
-	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1,
-		RecoveryBudget: 1, RecoveryBackoff: time.Second}
-	s, err := w.Start(context.Background(), "s", t0, p)
-	require.NoError(t, err)
-	attempts := make(chan int)
-	type out struct {
-		res watchdog.PhaseResult[string]
-		err error
-	}
-	done := make(chan out, 1)
-	go func() {
-		res, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (string, error) {
-			attempts <- attempt
-			<-ctx.Done()
-			return fmt.Sprintf("draft %d", attempt), context.Cause(ctx)
-		})
-		done <- out{res, err}
-	}()
-	require.Equal(t, 1, <-attempts)
-	advance(t, mock, 10*time.Second+1, w)
-	advance(t, mock, time.Second, w)
-	require.Equal(t, 2, <-attempts)
-	advance(t, mock, 10*time.Second+1, w)
-	o := <-done
-	require.ErrorIs(t, o.err, watchdog.ErrRecoveryBudgetExceeded)
-	require.ErrorIs(t, o.err, watchdog.ErrIdleExceeded)
-	assert.Equal(t, "recovery_budget_exceeded", o.res.StopReasonCode)
-	assert.Equal(t, "draft 2", o.res.Partial)
-	assert.Equal(t, 2, o.res.Attempts)
-	require.NoError(t, w.Check(context.Background()))
-	evs := load(t, store, "s")
-	assert.Len(t, ofKind(evs, watchdog.KindRetry), 1)
-	rb := ofKind(evs, watchdog.KindRecoveryBudgetExceeded)
-	require.Len(t, rb, 1)
-	assert.Equal(t, "recovery_budget_exceeded", rb[0].StopReasonCode)
-}
-
-// The wall clock and the ceilings are never retried.
-func TestWallClockInsideAPhaseIsNotRetried(t *testing.T) {
-	mock := newMock()
-	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
-	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: 10 * time.Second})
-	require.NoError(t, err)
-	entered := make(chan struct{})
-	type out struct {
-		res watchdog.PhaseResult[int]
-		err error
-	}
-	done := make(chan out, 1)
-	go func() {
-		res, err := watchdog.RunPhase(s, "p", 0, func(ctx context.Context, attempt int) (int, error) {
-			close(entered)
-			<-ctx.Done()
-			return attempt, ctx.Err()
-		})
-		done <- out{res, err}
-	}()
-	<-entered
-	advance(t, mock, 11*time.Second, w)
-	o := <-done
-	require.ErrorIs(t, o.err, watchdog.ErrWallClockExceeded)
-	assert.Equal(t, 1, o.res.Attempts)
-	assert.Equal(t, "watchdog_wall_clock_exceeded", o.res.StopReasonCode)
-}
-
 // The instant a handler returns is not taken for silence: its end is
 // tool-call evidence, recorded before the idle rule looks again.
 func TestTheEndOfAHandlerIsEvidenceForTheIdleRule(t *testing.T) {
@@ -436,4 +253,113 @@ func TestTheEndOfAHandlerIsEvidenceForTheIdleRule(t *testing.T) {
 	require.NotEmpty(t, v)
 	assert.Equal(t, "handler", v[0].ActiveChannel)
 	assert.Equal(t, "mcp_tool", v[len(v)-1].ActiveChannel)
+}
+
+// AbandonedHandlers gives the handlers abandoned so far and those of them
+// still running, not every running handler: a healthy handler within its
+// budget is not counted, and an abandoned one leaves the running count when
+// its function returns. That count is the leak a host can alert on. In a
+// synctest bubble, synctest.Wait tells when the abandoned function's
+// goroutine is really gone.
+func TestAbandonedHandlersCountsOnlyAbandonedFunctionsStillRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mock := newMock()
+		w := watchdog.New(watchdog.WithClock(mock))
+		s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: time.Hour, HandlerGrace: time.Second})
+		require.NoError(t, err)
+		release, entered := make(chan struct{}), make(chan struct{})
+		abandoned := make(chan error, 1)
+		go func() {
+			abandoned <- watchdog.Call(s.Context(), "stuck", time.Second, func(ctx context.Context) error {
+				close(entered)
+				<-release
+				return nil
+			})
+		}()
+		<-entered
+		require.NoError(t, watchdogtest.Advance(context.Background(), mock, 2*time.Second, w))
+		require.ErrorIs(t, <-abandoned, watchdog.ErrDeadlineExceeded)
+		a, running := w.AbandonedHandlers()
+		assert.Equal(t, [2]int64{1, 1}, [2]int64{a, running})
+
+		healthyRelease, healthyIn, healthyDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(healthyDone)
+			_ = watchdog.Call(s.Context(), "healthy", time.Hour, func(ctx context.Context) error {
+				close(healthyIn)
+				<-healthyRelease
+				return nil
+			})
+		}()
+		<-healthyIn
+		close(release) // the abandoned function returns
+		synctest.Wait()
+		a, running = w.AbandonedHandlers()
+		assert.Equal(t, int64(1), a)
+		assert.Equal(t, int64(0), running, "a healthy in-time handler is not counted")
+		close(healthyRelease)
+		<-healthyDone
+		require.NoError(t, w.Close(context.Background()))
+	})
+}
+
+// lateClock tells the time from now, but its timers are on dead and never
+// fire on their own: the scheduler runs only when Check asks, that is late,
+// as after a suspended laptop, a wall-clock step or a long GC pause.
+type lateClock struct {
+	now  *clock.Mock
+	dead *clock.Mock
+}
+
+func (c lateClock) Now() time.Time                                   { return c.now.Now() }
+func (c lateClock) AfterFunc(d time.Duration, f func()) *clock.Timer { return c.dead.AfterFunc(d, f) }
+
+// A scheduler pass that runs late, after a handler's deadline and its grace
+// have both passed (25 s after a 5 s deadline, grace 1 s), finishes: the
+// idle rule, deferred while the handler's work was bounded, is looked at
+// once more and the pass moves on. A pass that never finished would hold up
+// every session of the Watchdog after the machine woke.
+func TestALateSchedulerPassPastAHandlersGraceEnds(t *testing.T) {
+	mock := newMock()
+	w := watchdog.New(watchdog.WithClock(lateClock{mock, clock.NewMock()}), watchdog.WithStore(watchdog.NewMemoryStore()))
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1, HandlerGrace: time.Second}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	release := make(chan struct{})
+	defer close(release)
+	entered := make(chan struct{})
+	go watchdog.Call(s.Context(), "slow", 5*time.Second, func(ctx context.Context) error {
+		close(entered)
+		<-release // ignores its context
+		return nil
+	})
+	<-entered
+	mock.Add(30 * time.Second) // the scheduler wakes 25 s after the handler's deadline
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, w.Check(ctx), "scheduler pass never finished")
+}
+
+// A scheduler pass that runs late but within a handler's grace (25 s after
+// a 5 s deadline, grace 1 min) finishes too, and promptly: the handler is
+// past its deadline but not yet abandoned.
+func TestALateSchedulerPassWithinAHandlersGraceEnds(t *testing.T) {
+	mock := newMock()
+	w := watchdog.New(watchdog.WithClock(lateClock{mock, clock.NewMock()}), watchdog.WithStore(watchdog.NewMemoryStore()))
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1, HandlerGrace: time.Minute}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	release := make(chan struct{})
+	defer close(release)
+	entered := make(chan struct{})
+	go watchdog.Call(s.Context(), "slow", 5*time.Second, func(ctx context.Context) error {
+		close(entered)
+		<-release // ignores its context
+		return nil
+	})
+	<-entered
+	mock.Add(30 * time.Second) // the scheduler wakes 25 s after the handler's deadline
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	require.NoError(t, w.Check(ctx), "scheduler pass never finished")
 }

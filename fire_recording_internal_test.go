@@ -40,8 +40,8 @@ func (f *cancelFailStore) Append(ctx context.Context, evs ...Event) error {
 }
 
 // Close retries exactly the events of fires still queued (b's cancel, not
-// its decision, nor a's or c's events)
-// and names the one it could not record.
+// its decision, nor a's or c's events) and names the one it could not
+// record.
 func TestCloseRetriesOnlyTheUnrecordedEventsOfFires(t *testing.T) {
 	mock := newMockAtT0()
 	store := &cancelFailStore{MemoryStore: NewMemoryStore(), id: "b", always: true}
@@ -64,11 +64,11 @@ func TestCloseRetriesOnlyTheUnrecordedEventsOfFires(t *testing.T) {
 	}
 }
 
-// Fires decided in one pass are queued together . When
-// the store fails one session's cancel event, only that session backs off:
-// the others' events are recorded at once, the failed session keeps its
-// order (its decision once, then its cancel on retry), and a Resume in
-// between already sees the queued cancel and opens the next window.
+// Fires decided in one pass are queued together. When the store fails one
+// session's cancel event, only that session backs off: the others' events
+// are recorded at once, the failed session keeps its order (its decision
+// once, then its cancel on retry), and a Resume in between already sees the
+// queued cancel and opens the next window.
 func TestAFailedAppendInABurstOfFiresBacksOffOnlyItsSession(t *testing.T) {
 	mock := newMockAtT0()
 	store := &cancelFailStore{MemoryStore: NewMemoryStore(), id: "s2"}

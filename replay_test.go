@@ -178,7 +178,7 @@ func TestSeededSimulationsGiveByteIdenticalLogsThatReplay(t *testing.T) {
 	}
 }
 
-// Done 5: replay re-derives every verdict of a recorded log; a tampered
+// Replay re-derives every verdict of a recorded log; a tampered
 // event is reported.
 func TestReplayReportsATamperedEvent(t *testing.T) {
 	_, evs := simulate(t, 7)
@@ -220,7 +220,7 @@ func TestReplayReportsATamperedEvent(t *testing.T) {
 	}
 }
 
-func TestReplayOfTheCliTodoLog(t *testing.T) {
+func TestReplayReDerivesEveryVerdictOfTheCliTodoLog(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
 	w := newWatchdog(t, mock, store)

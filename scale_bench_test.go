@@ -14,9 +14,9 @@ import (
 	"github.com/sessionwatchdog/watchdog"
 )
 
-// Benchmarks of issue 6 (performance at scale), each beside the naive
-// approach a user would otherwise write, in the same run. See BENCHMARKS.md
-// for the commands, the machine and the figures:
+// Benchmarks of performance at scale, each beside the naive approach a user
+// would otherwise write, in the same run. See BENCHMARKS.md for the
+// commands, the machine and the figures:
 //
 //	go test -run '^$' -bench 'MemPerSession' -benchtime 1x -count 10 .
 //	go test -run '^$' -bench 'StartStop' -benchmem -count 10 .

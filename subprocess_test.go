@@ -106,7 +106,7 @@ func requireGroupGone(t *testing.T, pgid int) {
 	}
 }
 
-// Scenario 6: a real process that writes files silently is kept alive by the
+// A real process that writes files silently is kept alive by the
 // workspace monitor; a sleep with no output is killed at the idle window with
 // its whole process group.
 func TestRealSubprocessesQuietFileWorkLivesSilentSleepDies(t *testing.T) {
@@ -173,7 +173,7 @@ func TestRealSubprocessesQuietFileWorkLivesSilentSleepDies(t *testing.T) {
 	requireGroupGone(t, wcmd.Process.Pid)
 }
 
-// Issue 4, done 2: a subprocess handler (a real sleep with a child of its
+// A subprocess handler (a real sleep with a child of its
 // own) is killed with its whole process group when its deadline fires.
 func TestSubprocessHandlerIsKilledWithItsWholeGroup(t *testing.T) {
 	mock := newMock()

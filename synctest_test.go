@@ -17,7 +17,7 @@ import (
 // the bubble's fake time drives the scheduler's timer, and synctest.Wait is
 // the barrier. synctest.Test also fails if any goroutine the Watchdog started
 // outlives Close.
-func TestRealClockInsideASynctestBubble(t *testing.T) {
+func TestTheRealClockWorksInsideASynctestBubble(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := watchdog.NewMemoryStore()
 		w := watchdog.New(watchdog.WithStore(store)) // default clock: clock.New()

@@ -15,9 +15,9 @@ import (
 	"github.com/sessionwatchdog/watchdog"
 )
 
-// Seed 000's cli-todo scenario: a pipeline loop with a 10 s budget fires just
-// past 10 s, records exactly one cancel with every field, and the result
-// envelope carries stop_reason_code=watchdog_wall_clock_exceeded.
+// A pipeline loop with a 10 s budget (the README's cli-todo example) fires
+// just past 10 s, records exactly one cancel with every field, and the
+// result envelope carries stop_reason_code=watchdog_wall_clock_exceeded.
 func TestCliTodoLoopIsCancelledJustPastItsTenSecondBudget(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
@@ -416,35 +416,10 @@ func TestSlowStoreDoesNotDelayOtherSessionsCancels(t *testing.T) {
 	assert.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(load(t, store, "b")))
 }
 
-func TestCloseNamesEveryEventItCouldNotRecord(t *testing.T) {
-	mock := newMock()
-	store := newFaultyStore(1 << 30)
-	w := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(store))
-	s, err := w.Start(context.Background(), "doomed", t0, watchdog.Policy{WallClock: time.Second})
-	require.NoError(t, err)
-	advance(t, mock, 2*time.Second, w)
-	err = w.Close(context.Background())
-	require.ErrorIs(t, err, watchdog.ErrNotRecorded)
-	require.ErrorIs(t, err, errStoreDown)
-	assert.Contains(t, err.Error(), `runtime.watchdog.start session "doomed" window 1`)
-	assert.Contains(t, err.Error(), `runtime.watchdog.cancel session "doomed" window 1`)
-	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
-	require.Equal(t, err, w.Close(context.Background()), "a second Close returns the first one's result")
-}
-
-func TestCloseCancelsLiveSessionsWithoutATerminalEvent(t *testing.T) {
-	mock := newMock()
-	store := watchdog.NewMemoryStore()
-	w := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(store))
-	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: time.Hour})
-	require.NoError(t, err)
-	require.NoError(t, w.Close(context.Background()))
-	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrClosed)
-	require.ErrorIs(t, s.Stop(), watchdog.ErrClosed)
-	assert.Equal(t, []string{watchdog.KindStart}, kinds(load(t, store, "s")))
-}
-
-func TestRunStopReasonCodes(t *testing.T) {
+// Run gives its result and its stop event the code of how the loop ended:
+// completed, failed (an error, or a panic, which Run raises again) or
+// canceled (the caller's context); only a completed run is not resumable.
+func TestRunRecordsHowTheLoopEndedAsItsStopReasonCode(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
 	w := newWatchdog(t, mock, store)
@@ -524,20 +499,6 @@ func TestBadInputGetsClearErrors(t *testing.T) {
 	assert.Contains(t, err.Error(), "session_wall_clock_secs")
 }
 
-func TestCallsAfterCloseGetErrClosed(t *testing.T) {
-	w := watchdog.New(watchdog.WithClock(newMock()))
-	require.NoError(t, w.Close(context.Background()))
-	ctx := context.Background()
-	_, err := w.Start(ctx, "s", t0, watchdog.Policy{})
-	require.ErrorIs(t, err, watchdog.ErrClosed)
-	_, err = w.Resume(ctx, "s", watchdog.Policy{})
-	require.ErrorIs(t, err, watchdog.ErrClosed)
-	_, err = w.Run(ctx, "s", watchdog.Policy{}, func(context.Context) error { return nil })
-	require.ErrorIs(t, err, watchdog.ErrClosed)
-	require.ErrorIs(t, w.Check(ctx), watchdog.ErrClosed)
-	require.NoError(t, w.Close(ctx))
-}
-
 func TestPolicyJSONUsesTheSeedKnobNames(t *testing.T) {
 	b, err := json.Marshal(watchdog.Policy{WallClock: 90 * time.Minute})
 	require.NoError(t, err)
@@ -549,7 +510,7 @@ func TestPolicyJSONUsesTheSeedKnobNames(t *testing.T) {
 	assert.Equal(t, 250*time.Millisecond, p.WallClock)
 }
 
-// Cooperative cancellation (seed 000, L2-c): a component that did not start
+// Cooperative cancellation: a component that did not start
 // the watch follows the session through the store and exits cleanly.
 func TestFollowerExitsWhenTheCancelIsRecorded(t *testing.T) {
 	mock := newMock()

@@ -141,7 +141,7 @@ func TestCeilingsComeBeforeDeferral(t *testing.T) {
 	}
 }
 
-// Seed 002: stale, stale, fresh, stale, stale does not act; three
+// The settle window: stale, stale, fresh, stale, stale does not act; three
 // consecutive stale observations do, once.
 func TestSettleWindowNeedsConsecutiveStaleChecks(t *testing.T) {
 	l := Limits{WallClock: time.Hour, IdleWindow: 10 * time.Second, SettleChecks: 3, SettleInterval: 5 * time.Second}

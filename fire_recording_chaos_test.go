@@ -47,7 +47,7 @@ func (c *chaosStore) Append(ctx context.Context, evs ...watchdog.Event) error {
 }
 
 // Under a store that fails 30% of appends, with sessions firing in bursts
-// (chains of fires), resumed between retries, and a Close that finds the
+// (several due in one pass), resumed between retries, and a Close that finds the
 // store still failing in half the runs: no event is recorded twice, a
 // session's windows never go back, nothing follows a window's terminal
 // event, every cancel follows its own decision, and every fire's decision

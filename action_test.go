@@ -1,0 +1,147 @@
+package watchdog_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// Decision first, then action: with a custom action, the verdict is derived
+// again at the action's own instant; fresh evidence in between supersedes it.
+func TestFreshEvidenceBeforeTheActionSupersedesTheDecision(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	entered, release := make(chan string, 2), make(chan struct{})
+	var first atomic.Bool
+	var acted []string
+	w := newWatchdog(t, mock, store, watchdog.WithAction(func(ctx context.Context, s *watchdog.Session, v *watchdog.VerdictError) error {
+		if first.CompareAndSwap(false, true) {
+			entered <- s.ID()
+			<-release
+		}
+		acted = append(acted, s.ID())
+		return nil
+	}))
+	a, err := w.Start(context.Background(), "a", t0, watchdog.Policy{WallClock: 10*time.Second - 1})
+	require.NoError(t, err)
+	p := idlePolicy()
+	b, err := w.Start(context.Background(), "b", t0, p)
+	require.NoError(t, err)
+	b.Touch(watchdog.ChannelStdout)
+
+	mock.Add(10*time.Second + 1)
+	checked := make(chan error, 1)
+	go func() { checked <- w.Check(context.Background()) }()
+	require.Equal(t, "a", <-entered) // a's action runs; b's decision waits behind it
+	b.Touch(watchdog.ChannelStdout)  // b speaks up before its action runs
+	close(release)
+	require.NoError(t, <-checked)
+	require.NoError(t, w.Check(context.Background()))
+
+	require.ErrorIs(t, context.Cause(a.Context()), watchdog.ErrWallClockExceeded)
+	require.NoError(t, b.Context().Err(), "b was not killed")
+	assert.Equal(t, []string{"a"}, acted)
+	evs := load(t, store, "b")
+	dec, sup := ofKind(evs, watchdog.KindDecision), ofKind(evs, watchdog.KindSuperseded)
+	require.Len(t, dec, 1)
+	require.Len(t, sup, 1)
+	assert.Equal(t, dec[0].ID, sup[0].DecidedByDecisionID)
+	assert.Empty(t, ofKind(evs, watchdog.KindCancel))
+	aev := load(t, store, "a")
+	assert.Equal(t, ofKind(aev, watchdog.KindDecision)[0].ID, ofKind(aev, watchdog.KindCancel)[0].DecidedByDecisionID)
+}
+
+func TestAFailingActionIsRecordedAndNeverBypassed(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	var calls atomic.Int32
+	w := newWatchdog(t, mock, store, watchdog.WithAction(func(ctx context.Context, s *watchdog.Session, v *watchdog.VerdictError) error {
+		if calls.Add(1) == 1 {
+			return errors.New("permission denied")
+		}
+		return nil
+	}))
+	p := watchdog.Policy{WallClock: 10 * time.Second, SettleInterval: 5 * time.Second}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	advance(t, mock, 10*time.Second+1, w)
+	require.NoError(t, s.Context().Err(), "a failed action is not bypassed by cancelling")
+	evs := load(t, store, "s")
+	f := ofKind(evs, watchdog.KindActionFailed)
+	require.Len(t, f, 1)
+	assert.Equal(t, "permission denied", f[0].Error)
+	assert.Equal(t, ofKind(evs, watchdog.KindDecision)[0].ID, f[0].DecidedByDecisionID)
+
+	advance(t, mock, 5*time.Second, w) // looked at again one settle interval later
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
+	evs = load(t, store, "s")
+	assert.Len(t, ofKind(evs, watchdog.KindDecision), 2)
+	assert.Len(t, ofKind(evs, watchdog.KindCancel), 1)
+}
+
+// With a custom action and the default SettleChecks (3), a session silent
+// past its settle window gets its action, once: the verdict derived again at
+// the action's instant still acts, so nothing supersedes the decision. A
+// custom action must run for the idle rule as it does for the wall clock.
+func TestCustomActionRunsForTheIdleRuleWithASettleWindow(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	var acted atomic.Int32
+	w := newWatchdog(t, mock, store, watchdog.WithAction(func(ctx context.Context, s *watchdog.Session, v *watchdog.VerdictError) error {
+		acted.Add(1)
+		return nil
+	}))
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	advance(t, mock, 10*time.Minute, w)
+	evs := load(t, store, "s")
+	require.Zero(t, countKind(evs, watchdog.KindSuperseded), "nothing superseded the decision")
+	require.Equal(t, int32(1), acted.Load(), "the action should have run for a session silent for 10 minutes")
+	require.Error(t, s.Context().Err())
+}
+
+// When a decision queued behind another session's action is derived again
+// and a rule in shadow mode has come due meanwhile (b's session ceiling,
+// while a's action blocks), the advice leaves b watched: its wall clock
+// still ends it later. A shadow rule only advises; it never takes a session
+// out of the schedule.
+func TestAShadowAdviceAtActionTimeKeepsTheSessionWatched(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	entered, release := make(chan string, 2), make(chan struct{})
+	var first atomic.Bool
+	w := newWatchdog(t, mock, store, watchdog.WithAction(func(ctx context.Context, s *watchdog.Session, v *watchdog.VerdictError) error {
+		if first.CompareAndSwap(false, true) {
+			entered <- s.ID()
+			<-release
+		}
+		return nil
+	}))
+	_, err := w.Start(context.Background(), "a", t0, watchdog.Policy{WallClock: 10*time.Second - 1})
+	require.NoError(t, err)
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1,
+		SessionCeiling: 15 * time.Second, RuleModes: map[string]watchdog.Mode{watchdog.RuleSessionCeiling: watchdog.ModeShadow}}
+	b, err := w.Start(context.Background(), "b", t0, p)
+	require.NoError(t, err)
+	b.Touch(watchdog.ChannelStdout)
+
+	mock.Add(10*time.Second + 1)
+	checked := make(chan error, 1)
+	go func() { checked <- w.Check(context.Background()) }()
+	require.Equal(t, "a", <-entered) // b's idle decision waits behind a's action
+	mock.Add(10 * time.Second)       // b passes its (shadow) session ceiling meanwhile
+	close(release)
+	require.NoError(t, <-checked)
+	require.NoError(t, w.Check(context.Background()))
+
+	advance(t, mock, 2*time.Hour, w)
+	require.Error(t, b.Context().Err(), "b outlived its 1h wall clock by far")
+}

@@ -1,0 +1,201 @@
+package watchdog_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// Recovery: a phase that idles twice is retried twice, the backoff doubling,
+// and succeeds on the third attempt; idleness ended the attempts, not the
+// session.
+func TestPhaseThatIdlesTwiceSucceedsOnTheThirdAttempt(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1,
+		RecoveryBudget: 2, RecoveryBackoff: time.Second}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+
+	attempts := make(chan int)
+	type out struct {
+		res watchdog.PhaseResult[string]
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		res, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (string, error) {
+			attempts <- attempt
+			if attempt < 3 {
+				<-ctx.Done() // the agent hangs silently
+				return fmt.Sprintf("draft %d", attempt), context.Cause(ctx)
+			}
+			return "done", nil
+		})
+		done <- out{res, err}
+	}()
+	require.Equal(t, 1, <-attempts)
+	advance(t, mock, 10*time.Second+1, w) // idle: attempt 1 is cancelled
+	advance(t, mock, time.Second, w)      // backoff 1 s
+	require.Equal(t, 2, <-attempts)
+	advance(t, mock, 10*time.Second+1, w)
+	advance(t, mock, 2*time.Second, w) // backoff doubles
+	require.Equal(t, 3, <-attempts)
+	o := <-done
+	require.NoError(t, o.err)
+	assert.Equal(t, 3, o.res.Attempts)
+	assert.Equal(t, "done", o.res.Partial)
+	assert.Empty(t, o.res.StopReasonCode)
+	require.NoError(t, s.Context().Err(), "idleness ended attempts, not the session")
+
+	require.NoError(t, w.Check(context.Background()))
+	evs := load(t, store, "s")
+	assert.Len(t, ofKind(evs, watchdog.KindAttemptCancelled), 2)
+	r := ofKind(evs, watchdog.KindRetry)
+	require.Len(t, r, 2)
+	assert.Equal(t, []int{2, 3}, []int{r[0].Attempt, r[1].Attempt})
+	assert.Equal(t, "implement", r[0].Phase)
+	assert.Empty(t, ofKind(evs, watchdog.KindCancel))
+}
+
+// With a budget of one retry, a phase that idles on every attempt ends with
+// recovery_budget_exceeded and the last attempt's partial result.
+func TestPhaseRetriesRunOutWithTheLastPartialResult(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1,
+		RecoveryBudget: 1, RecoveryBackoff: time.Second}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	attempts := make(chan int)
+	type out struct {
+		res watchdog.PhaseResult[string]
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		res, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (string, error) {
+			attempts <- attempt
+			<-ctx.Done()
+			return fmt.Sprintf("draft %d", attempt), context.Cause(ctx)
+		})
+		done <- out{res, err}
+	}()
+	require.Equal(t, 1, <-attempts)
+	advance(t, mock, 10*time.Second+1, w)
+	advance(t, mock, time.Second, w)
+	require.Equal(t, 2, <-attempts)
+	advance(t, mock, 10*time.Second+1, w)
+	o := <-done
+	require.ErrorIs(t, o.err, watchdog.ErrRecoveryBudgetExceeded)
+	require.ErrorIs(t, o.err, watchdog.ErrIdleExceeded)
+	assert.Equal(t, "recovery_budget_exceeded", o.res.StopReasonCode)
+	assert.Equal(t, "draft 2", o.res.Partial)
+	assert.Equal(t, 2, o.res.Attempts)
+	require.NoError(t, w.Check(context.Background()))
+	evs := load(t, store, "s")
+	assert.Len(t, ofKind(evs, watchdog.KindRetry), 1)
+	rb := ofKind(evs, watchdog.KindRecoveryBudgetExceeded)
+	require.Len(t, rb, 1)
+	assert.Equal(t, "recovery_budget_exceeded", rb[0].StopReasonCode)
+}
+
+// The wall clock and the ceilings are never retried.
+func TestWallClockInsideAPhaseIsNotRetried(t *testing.T) {
+	mock := newMock()
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: 10 * time.Second})
+	require.NoError(t, err)
+	entered := make(chan struct{})
+	type out struct {
+		res watchdog.PhaseResult[int]
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		res, err := watchdog.RunPhase(s, "p", 0, func(ctx context.Context, attempt int) (int, error) {
+			close(entered)
+			<-ctx.Done()
+			return attempt, ctx.Err()
+		})
+		done <- out{res, err}
+	}()
+	<-entered
+	advance(t, mock, 11*time.Second, w)
+	o := <-done
+	require.ErrorIs(t, o.err, watchdog.ErrWallClockExceeded)
+	assert.Equal(t, 1, o.res.Attempts)
+	assert.Equal(t, "watchdog_wall_clock_exceeded", o.res.StopReasonCode)
+}
+
+// A phase whose function ignores its context is abandoned at its deadline
+// plus HandlerGrace: RunPhase returns the partial result it had then (none
+// here) with phase_deadline_exceeded, and the value the abandoned function
+// returns later is dropped, with no data race. The caller can move on with
+// what it has; nothing changes under it afterwards.
+func TestAbandonedPhaseKeepsItsPartialAndDropsLateWrites(t *testing.T) {
+	mock := newMock()
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: time.Hour, HandlerGrace: time.Second})
+	require.NoError(t, err)
+	entered, late, fnDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	type out struct {
+		r   watchdog.PhaseResult[int]
+		err error
+	}
+	got := make(chan out, 1)
+	go func() {
+		r, err := watchdog.RunPhase(s, "plan", 10*time.Second, func(ctx context.Context, attempt int) (int, error) {
+			defer close(fnDone)
+			close(entered)
+			<-late // ignores its context past the grace
+			return 42, nil
+		})
+		got <- out{r, err}
+	}()
+	<-entered
+	advance(t, mock, 11*time.Second, w)
+	o := <-got
+	close(late) // the abandoned function returns now, after RunPhase did
+	<-fnDone
+	require.ErrorIs(t, o.err, watchdog.ErrDeadlineExceeded)
+	assert.Equal(t, 0, o.r.Partial)
+	assert.Equal(t, "phase_deadline_exceeded", o.r.StopReasonCode)
+}
+
+// The idle rule does not act during RunPhase's backoff between attempts: a
+// RecoveryBackoff longer than the IdleWindow (15 s against 10 s) delays the
+// retry, it does not end the session. Otherwise any backoff at least as long
+// as the idle window would turn a recoverable idle cancel into the end of
+// the whole session.
+func TestIdleRuleIsSuspendedDuringARetryBackoff(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1,
+		RecoveryBudget: 3, RecoveryBackoff: 15 * time.Second}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	attempts := make(chan int, 4)
+	done := make(chan error, 1)
+	go func() {
+		_, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (string, error) {
+			attempts <- attempt
+			<-ctx.Done()
+			return "", context.Cause(ctx)
+		})
+		done <- err
+	}()
+	require.Equal(t, 1, <-attempts)
+	advance(t, mock, 10*time.Second+1, w) // attempt 1 cancelled by idleness: a retry is due in 15 s
+	advance(t, mock, 15*time.Second, w)
+	require.NoError(t, s.Context().Err(), "the session was killed during the retry backoff")
+}
