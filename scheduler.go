@@ -134,7 +134,7 @@ func (w *Watchdog) arm(due int64, sched bool) {
 			break
 		}
 	}
-	t := w.clock.AfterFunc(w.delay(due), w.wake)
+	t := w.clock.AfterFunc(w.delay(due), w.wakeFn)
 	if sched {
 		if w.timer != nil {
 			w.timer.Stop()

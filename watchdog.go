@@ -58,6 +58,7 @@ type Watchdog struct {
 	schedDone chan struct{} // closed when the scheduler goroutine returns
 
 	wakeCh  chan struct{}
+	wakeFn  func() // w.wake, made once: a method value allocates
 	checkCh chan chan struct{}
 	done    chan struct{}
 	wg      sync.WaitGroup
@@ -126,6 +127,7 @@ func New(opts ...Option) *Watchdog {
 		done:      make(chan struct{}),
 		schedDone: make(chan struct{}),
 	}
+	w.wakeFn = w.wake
 	w.act = newActor(w)
 	var one [1]Event // Append's argument: the recorder appends from one goroutine at a time
 	w.rec = record.New(record.Config[entry, Event]{

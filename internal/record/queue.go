@@ -44,8 +44,9 @@ func (q *queue[T]) remove(i int) {
 	q.head++
 	if q.head-q.off == chunkLen { // the first chunk is drained
 		q.spare = q.chunks[0]
-		q.chunks[0] = nil
-		q.chunks = q.chunks[1:]
+		n := copy(q.chunks, q.chunks[1:]) // keeps the list's capacity
+		q.chunks[n] = nil
+		q.chunks = q.chunks[:n]
 		q.off += chunkLen
 	}
 }

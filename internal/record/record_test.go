@@ -157,3 +157,19 @@ func TestARefusedEventIsDroppedAndReportedByClose(t *testing.T) {
 	require.ErrorIs(t, err, errBad)
 	require.Contains(t, err.Error(), "bad1")
 }
+
+// A queue that is drained between bursts reuses its storage: pushing and
+// removing a chunk's worth of items allocates nothing.
+func TestADrainedQueueReusesItsStorage(t *testing.T) {
+	var q queue[int]
+	allocs := testing.AllocsPerRun(100, func() {
+		for i := range chunkLen {
+			q.push(i)
+		}
+		for range chunkLen {
+			q.remove(q.head)
+		}
+		q.compact()
+	})
+	require.Zero(t, allocs)
+}
