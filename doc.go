@@ -10,8 +10,8 @@
 // something is due. Start begins a session (window 1), Stop ends it normally,
 // Run wraps a pipeline loop and returns a Result envelope. When a window
 // outruns its budget (Policy.WallClock, default four hours) the session's
-// context is cancelled with a *VerdictError cause, so that
-// errors.Is(context.Cause(ctx), ErrWallClockExceeded) holds, and exactly one
+// context is cancelled with a cause that errors.As reads as a *VerdictError,
+// so that errors.Is(context.Cause(ctx), ErrWallClockExceeded) holds, and exactly one
 // runtime.watchdog.cancel event is recorded. Resume re-attaches a session after
 // a restart by reading session_started_at back from the store; a resume after
 // a cancel opens a fresh window.
@@ -64,4 +64,9 @@
 // Inject a *clock.Mock with WithClock and move time with watchdogtest.Advance
 // (or Mock.Add followed by Watchdog.Check, the settle point). The real clock
 // also works unchanged inside a testing/synctest bubble.
+//
+// # Inside
+//
+// ARCHITECTURE.md in the repository names every goroutine a Watchdog runs,
+// what each owns, every lock and its order, and the path of a fire.
 package watchdog
