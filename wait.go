@@ -94,14 +94,6 @@ func (s *Session) EndWait() bool {
 	return was
 }
 
-// Waiting reports whether the session is in the waiting state, and the
-// current generation.
-func (s *Session) Waiting() (bool, uint64) {
-	s.w.mu.Lock()
-	defer s.w.mu.Unlock()
-	return s.r().waiter != nil, s.gen
-}
-
 func (wt *waiter) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 	s := wt.s
 	if s.r().waiter != wt || s.gen != wt.gen || s.state.Load() != stateRunning {
