@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sessionwatchdog/watchdog/internal/relay"
 )
 
 // aggregateType is the aggregate_type of every event the Watchdog records.
@@ -315,7 +317,7 @@ type MemoryStore struct {
 	events   map[string][]uint32 // each aggregate's positions in log, in append order
 	ids      map[string]struct{}
 	terminal map[windowKey]string // event id of the window's terminal event
-	subs     map[string]map[*memSub]struct{}
+	subs     map[string]map[*relay.Relay[Event]]struct{}
 }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -324,7 +326,7 @@ func NewMemoryStore() *MemoryStore {
 		events:   make(map[string][]uint32),
 		ids:      make(map[string]struct{}),
 		terminal: make(map[windowKey]string),
-		subs:     make(map[string]map[*memSub]struct{}),
+		subs:     make(map[string]map[*relay.Relay[Event]]struct{}),
 	}
 }
 
@@ -373,7 +375,7 @@ func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
 			m.terminal[windowKey{e.AggregateID, e.Window}] = e.ID
 		}
 		for s := range m.subs[e.AggregateID] {
-			s.push(e)
+			s.Push(e)
 		}
 	}
 	return nil
@@ -420,15 +422,14 @@ func (m *MemoryStore) Subscribe(ctx context.Context, aggregateID string) (<-chan
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s := &memSub{signal: make(chan struct{}, 1), out: make(chan Event)}
+	s := relay.New[Event]()
 	m.mu.Lock()
 	if m.subs[aggregateID] == nil {
-		m.subs[aggregateID] = make(map[*memSub]struct{})
+		m.subs[aggregateID] = make(map[*relay.Relay[Event]]struct{})
 	}
 	m.subs[aggregateID][s] = struct{}{}
 	m.mu.Unlock()
 	go func() {
-		defer close(s.out)
 		defer func() {
 			m.mu.Lock()
 			delete(m.subs[aggregateID], s)
@@ -437,49 +438,9 @@ func (m *MemoryStore) Subscribe(ctx context.Context, aggregateID string) (<-chan
 			}
 			m.mu.Unlock()
 		}()
-		s.forward(ctx)
+		s.Run(ctx)
 	}()
-	return s.out, nil
-}
-
-// memSub is one subscription: an unbounded queue drained by its goroutine, so
-// Append never waits for a reader.
-type memSub struct {
-	mu     sync.Mutex
-	queue  []Event
-	signal chan struct{}
-	out    chan Event
-}
-
-func (s *memSub) push(e Event) {
-	s.mu.Lock()
-	s.queue = append(s.queue, e)
-	s.mu.Unlock()
-	select {
-	case s.signal <- struct{}{}:
-	default:
-	}
-}
-
-func (s *memSub) forward(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.signal:
-		}
-		s.mu.Lock()
-		q := s.queue
-		s.queue = nil
-		s.mu.Unlock()
-		for _, e := range q {
-			select {
-			case s.out <- e:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}
+	return s.C(), nil
 }
 
 // Follow returns a context derived from parent that is cancelled when a

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/relay"
 )
 
 // TornTail describes an incomplete last line that Open found and truncated:
@@ -109,7 +110,7 @@ type Store struct {
 	lines    map[string][][]byte // aggregate id -> encoded lines, in order
 	ids      map[string]struct{}
 	terminal map[windowKey]string
-	subs     map[string]map[*subscription]context.CancelFunc
+	subs     map[string]map[*relay.Relay[watchdog.Event]]context.CancelFunc
 	closed   bool
 	broken   error // a failed write that could not be undone; every later Append fails
 	wg       sync.WaitGroup
@@ -170,7 +171,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		lines:    make(map[string][][]byte),
 		ids:      make(map[string]struct{}),
 		terminal: make(map[windowKey]string),
-		subs:     make(map[string]map[*subscription]context.CancelFunc),
+		subs:     make(map[string]map[*relay.Relay[watchdog.Event]]context.CancelFunc),
 	}
 	if err := f.load(); err != nil {
 		unlockFile(file)
@@ -409,7 +410,7 @@ func (f *Store) Append(ctx context.Context, events ...watchdog.Event) error {
 				ev = p.e
 			}
 			for s := range subs {
-				s.push(ev)
+				s.Push(ev)
 			}
 		}
 	}
@@ -479,7 +480,7 @@ func (f *Store) Subscribe(ctx context.Context, aggregateID string) (<-chan watch
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	s := &subscription{signal: make(chan struct{}, 1), out: make(chan watchdog.Event)}
+	s := relay.New[watchdog.Event]()
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
@@ -487,14 +488,13 @@ func (f *Store) Subscribe(ctx context.Context, aggregateID string) (<-chan watch
 		return nil, f.closedErr()
 	}
 	if f.subs[aggregateID] == nil {
-		f.subs[aggregateID] = make(map[*subscription]context.CancelFunc)
+		f.subs[aggregateID] = make(map[*relay.Relay[watchdog.Event]]context.CancelFunc)
 	}
 	f.subs[aggregateID][s] = cancel
 	f.wg.Add(1)
 	f.mu.Unlock()
 	go func() {
 		defer f.wg.Done()
-		defer close(s.out)
 		defer func() {
 			cancel()
 			f.mu.Lock()
@@ -504,9 +504,9 @@ func (f *Store) Subscribe(ctx context.Context, aggregateID string) (<-chan watch
 			}
 			f.mu.Unlock()
 		}()
-		s.forward(sctx)
+		s.Run(sctx)
 	}()
-	return s.out, nil
+	return s.C(), nil
 }
 
 // Close ends every subscription (closing its channel) and waits for their
@@ -537,47 +537,6 @@ func (f *Store) Close() error {
 		return fmt.Errorf("watchdog: close file store %s: %w", f.path, err)
 	}
 	return nil
-}
-
-// subscription is one Subscribe: an unbounded queue drained by its
-// goroutine, so Append never waits for a reader. (The same mechanism as the
-// root package's MemoryStore subscriptions, which are unexported.)
-type subscription struct {
-	mu     sync.Mutex
-	queue  []watchdog.Event
-	signal chan struct{}
-	out    chan watchdog.Event
-}
-
-func (s *subscription) push(e watchdog.Event) {
-	s.mu.Lock()
-	s.queue = append(s.queue, e)
-	s.mu.Unlock()
-	select {
-	case s.signal <- struct{}{}:
-	default:
-	}
-}
-
-func (s *subscription) forward(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.signal:
-		}
-		s.mu.Lock()
-		q := s.queue
-		s.queue = nil
-		s.mu.Unlock()
-		for _, e := range q {
-			select {
-			case s.out <- e:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}
 }
 
 var _ interface {
