@@ -101,7 +101,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 		e := s.event(KindSuperseded, now)
 		e.Rule, e.Reason, e.DecidedByDecisionID = it.v.Rule, it.v.Reason, it.v.DecisionID
 		e.EvidenceSummary = s.summary(sn, now)
-		w.recordLocked(&ef, e)
+		w.record(&ef, e)
 		// Then decide afresh, as the scheduler would: a Continue is
 		// rescheduled, a shadow rule advises, another rule may act.
 		s.setRules(it.pre)
@@ -128,7 +128,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 	if err != nil {
 		e := s.event(KindActionFailed, now)
 		e.Rule, e.Reason, e.DecidedByDecisionID, e.Error = it.v.Rule, it.v.Reason, it.v.DecisionID, err.Error()
-		w.recordLocked(&ef, e)
+		w.record(&ef, e)
 		due := toNanos(now.Add(s.cfg.limits.SettleInterval))
 		w.heap.Push(&s.item, due)
 		w.flushLocked(&ef)

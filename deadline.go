@@ -285,7 +285,7 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 		e.Recoverable = &rec
 		l.event = &e
 		v.DecisionID = e.ID
-		w.recordLocked(ef, e)
+		w.record(ef, e)
 		w.heap.Push(&l.item, toNanos(now.Add(l.grace)))
 		ef.after = append(ef.after, func() {
 			l.cancel(v)
@@ -302,7 +302,7 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 		e.Reason, e.Handler, e.Layer = l.cause.(*VerdictError).Reason, l.name, string(l.kind)
 		e.DyingSpan = l.cause.(*VerdictError).DyingSpan
 		e.MeasureSeconds, e.LimitSeconds = now.Sub(l.started).Seconds(), (l.budget + l.grace).Seconds()
-		w.recordLocked(ef, e)
+		w.record(ef, e)
 		ef.after = append(ef.after, func() {
 			close(l.abandon)
 			w.log.Error("watchdog: handler ignored its deadline and was abandoned", zap.String("session_id", l.s.id),

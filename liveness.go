@@ -62,7 +62,7 @@ func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err err
 			recoverable := true
 			e.Recoverable = &recoverable
 		}
-		w.recordLocked(&ef, e)
+		w.record(&ef, e)
 		if v.Action == decide.Act {
 			ve := &VerdictError{SessionID: s.id, Window: int(s.window), Rule: rule, Reason: reasonLivenessFailed,
 				FiredAt: now.UTC(), Recoverable: true, DecisionID: e.ID,

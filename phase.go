@@ -136,7 +136,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		if !retry {
 			e := s.event(KindRecoveryBudgetExceeded, failedAt)
 			e.Phase, e.Attempt, e.Reason, e.StopReasonCode = name, attempt, v.Reason, StopRecoveryBudgetExceeded
-			w.recordNow(e)
+			w.record(nil, e)
 			res.StopReasonCode = StopRecoveryBudgetExceeded
 			return res, fmt.Errorf("%w: phase %q after %d attempts: %w", ErrRecoveryBudgetExceeded, name, attempt, v)
 		}
@@ -144,7 +144,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		e := s.event(KindRetry, failedAt)
 		e.Phase, e.Attempt, e.Reason = name, attempt+1, v.Reason
 		e.LimitSeconds = backoff.Seconds()
-		w.recordNow(e)
+		w.record(nil, e)
 		w.log.Info("watchdog: retrying phase", zap.String("session_id", s.id), zap.String("phase", name),
 			zap.Int("attempt", attempt+1), zap.String("reason", v.Reason), zap.Duration("backoff", backoff))
 		w.mu.Lock()

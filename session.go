@@ -248,7 +248,7 @@ func (s *Session) stop(code string) (bool, error) {
 	s.dropWaiterLocked()
 	e := s.event(KindStop, now)
 	e.Reason, e.StopReasonCode = code, code
-	w.rec.Push(entry{ev: e, seq: w.ids.Next()})
+	w.record(nil, e)
 	w.mu.Unlock()
 	s.cancel(ErrSessionStopped)
 	if ce := w.log.Check(zap.DebugLevel, "watchdog: session stopped"); ce != nil { // no fields built when disabled

@@ -30,12 +30,18 @@ type cancellation struct {
 	cause  error
 }
 
-// recordLocked queues e. An event without an ID gets the next one when it
-// is built. Called with w.mu held.
-func (w *Watchdog) recordLocked(ef *effects, e Event) {
+// record is the one way an event is queued. With ef (a step under w.mu),
+// the event joins ef's, handed to the recorder in order before the lock is
+// released; without, it goes to the recorder at once. An event without an
+// ID gets the next one when it is built.
+func (w *Watchdog) record(ef *effects, e Event) {
 	en := entry{ev: e}
 	if e.ID == "" {
 		en.seq = w.ids.Next()
+	}
+	if ef == nil {
+		w.rec.Push(en)
+		return
 	}
 	ef.events = append(ef.events, en)
 	if len(ef.events) == flushLen {
@@ -99,7 +105,7 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time, ef *effects) {
 		switch v.Action {
 		case decide.Advise:
 			facts := s.decisionFacts(sn, v, now)
-			w.recordLocked(ef, s.decisionEvent("", &facts, ModeShadow, s.summary(sn, now)))
+			w.record(ef, s.decisionEvent("", &facts, ModeShadow, s.summary(sn, now)))
 			r := s.rw()
 			r.rules = v.State
 			r.rules.Advised = r.rules.Advised.With(v.Rule)
@@ -113,7 +119,7 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time, ef *effects) {
 			facts := s.decisionFacts(sn, v, now)
 			summary := s.summary(sn, now)
 			dec := s.decisionEvent(w.newID(), &facts, ModeAct, summary)
-			w.recordLocked(ef, dec)
+			w.record(ef, dec)
 			ve := s.verdict(v, now, dec.ID)
 			if ve.Recoverable && s.r().attempt != nil {
 				// A recovery layer runs this attempt: end the attempt,
@@ -127,7 +133,7 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time, ef *effects) {
 		default:
 			s.setRules(v.State)
 			if v.Record {
-				w.recordLocked(ef, s.verdictEvent(sn, v, now))
+				w.record(ef, s.verdictEvent(sn, v, now))
 			}
 			if !v.Next.IsZero() {
 				// Never due again at the instant just decided: the next
@@ -173,7 +179,7 @@ func (w *Watchdog) pullInLocked(s *Session, due int64) {
 // records the cancel event, linked to the decision. Called with w.mu held.
 func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, now time.Time, ef *effects) {
 	w.endWindowLocked(s, ve)
-	w.recordLocked(ef, s.cancelEvent("", ve, s.summary(sn, now), s.childWait(sn, now), now))
+	w.record(ef, s.cancelEvent("", ve, s.summary(sn, now), s.childWait(sn, now), now))
 	ef.cancels = append(ef.cancels, cancellation{s: s, cancel: s.cancel, cause: ve})
 }
 
@@ -200,7 +206,7 @@ func (w *Watchdog) cancelAttemptLocked(s *Session, ve *VerdictError, now time.Ti
 	e.Reason, e.Rule, e.Verdict, e.DecidedByDecisionID = ve.Reason, ve.Rule, verdictHardStop, ve.DecisionID
 	e.Recoverable = &ve.Recoverable
 	e.MeasureSeconds, e.LimitSeconds = ve.Elapsed.Seconds(), ve.Budget.Seconds()
-	w.recordLocked(ef, e)
+	w.record(ef, e)
 	s.since = toNanos(now)
 	s.setRules(decide.State{Advised: s.r().rules.Advised})
 	v := decide.Decide(s.cfg.limits, s.snapshotLocked(), now)
@@ -439,7 +445,3 @@ func eventName(e Event) string {
 	return fmt.Sprintf("%s session %q window %d (event %s)", e.Kind, e.AggregateID, e.Window, e.ID)
 }
 
-// recordNow queues e outside any step under w.mu.
-func (w *Watchdog) recordNow(e Event) {
-	w.rec.Push(entry{ev: e, seq: w.ids.Next()})
-}

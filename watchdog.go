@@ -347,7 +347,7 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 	w.heap.Push(&s.item, due)
 	e := s.event(kind, now)
 	e.Policy = &s.cfg.policy // shared, never modified
-	w.rec.Push(entry{ev: e, seq: w.ids.Next()})
+	w.record(nil, e)
 	w.mu.Unlock()
 	w.wakeBy(due)
 	return nil
