@@ -451,9 +451,9 @@ func (m *MemoryStore) Subscribe(ctx context.Context, aggregateID string) (<-chan
 // ErrSessionStopped for a stop. It lets a component that did not start the
 // watch exit cleanly when the watchdog fires (cooperative cancellation).
 //
-// store must implement Subscriber, or Follow returns ErrNoSubscriber. Call
-// the returned CancelFunc when done: it ends the subscription and its
-// goroutine.
+// store must implement Subscriber, or Follow returns an error wrapping
+// ErrInvalidArgument. Call the returned CancelFunc when done: it ends the
+// subscription and its goroutine.
 func Follow(parent context.Context, store EventStore, sessionID string) (context.Context, context.CancelFunc, error) {
 	if parent == nil {
 		return nil, nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)

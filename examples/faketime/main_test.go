@@ -113,7 +113,7 @@ func TestMockClockSilenceIsAnIdleTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := <-done; !errors.Is(err, watchdog.ErrIdleExceeded) {
-		t.Fatalf("Drain returned %v, want ErrIdleTimeout", err)
+		t.Fatalf("Drain returned %v, want ErrIdleExceeded", err)
 	}
 }
 
