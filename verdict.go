@@ -444,4 +444,3 @@ func classifyAppendError(err error) record.Outcome {
 func eventName(e Event) string {
 	return fmt.Sprintf("%s session %q window %d (event %s)", e.Kind, e.AggregateID, e.Window, e.ID)
 }
-
