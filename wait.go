@@ -32,7 +32,9 @@ type waiter struct {
 }
 
 // Wait puts the session in the waiting state (waiting for external events)
-// and arms the waiting watchdog for waitTimeout(timeout). It returns the
+// and arms the waiting watchdog for timeout, the server-supplied timeout: a
+// positive value is used as is, 0 (none supplied) or a negative value means
+// 30 minutes. It returns the
 // arm's generation. Each arm supersedes the previous one; EndWait and the
 // end of the window bump the generation, so a stale timer never fires. While
 // waiting, the idle rule does not fire (the wall clock and the ceilings
