@@ -261,10 +261,14 @@ func (s *Session) stop(code string) (bool, error) {
 type Result struct {
 	// SessionID is the session id.
 	SessionID string
-	// StopReasonCode is one of the Stop constants.
+	// StopReasonCode is one of the Stop constants, or the code of the
+	// verdict that ended the window (VerdictError.StopReasonCode).
 	StopReasonCode string
-	// Resumable reports whether Resume can continue the session: true for
-	// every ending but StopCompleted.
+	// Resumable reports whether resuming the session makes sense: false
+	// after StopCompleted (the work is done) and after the session ceiling
+	// (it counts from the session's start, so a resumed window would be
+	// cancelled again at once); true otherwise. Resume itself accepts any
+	// session the store knows.
 	Resumable bool
 	// Window is the window that ended.
 	Window int

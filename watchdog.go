@@ -205,7 +205,10 @@ func (w *Watchdog) Start(ctx context.Context, id string, startedAt time.Time, p 
 // restart with no extra state. If the last window has no terminal event the
 // session continues it, with its original start; if it ended (a cancel or a
 // stop) Resume opens the next window, starting now. It records a resume event
-// and arms the scheduler before it returns.
+// and arms the scheduler before it returns. Resume does not judge whether a
+// session should go on (see Result.Resumable): a session that outran its
+// ceiling is cancelled again at once, since the ceiling counts from the
+// session's start.
 //
 // Resume returns ErrUnknownSession when the store has no event for id, the
 // store's error when Load fails, ErrAlreadyWatched, ErrClosed, or an error
