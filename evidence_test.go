@@ -147,7 +147,7 @@ func busy(s *watchdog.Session) {
 // No evidence extends a ceiling: a session busy on every channel still ends
 // at its session ceiling, with a verdict that is neither recoverable nor
 // resumable.
-func TestFreshEvidenceNeverExtendsTheSessionCeiling(t *testing.T) {
+func TestFreshEvidenceNeverExtendsTheSessionCeilingAndAResumePastItEndsAtOnce(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
 	w := newWatchdog(t, mock, store)
@@ -172,6 +172,15 @@ func TestFreshEvidenceNeverExtendsTheSessionCeiling(t *testing.T) {
 	require.Len(t, c, 1)
 	assert.Equal(t, "watchdog_session_ceiling_exceeded", c[0].StopReasonCode)
 	assert.Equal(t, t0.Add(time.Minute+1), c[0].FiredAt)
+
+	// Resume accepts the session, but its ceiling counts from the
+	// session's start: the new window is cancelled at once.
+	s2, err := w.Resume(context.Background(), "s", p)
+	require.NoError(t, err)
+	assert.Equal(t, 2, s2.Window())
+	require.NoError(t, w.Check(context.Background()))
+	require.ErrorIs(t, context.Cause(s2.Context()), watchdog.ErrSessionCeilingExceeded)
+	assert.Len(t, ofKind(load(t, store, "s"), watchdog.KindCancel), 2)
 }
 
 func TestChildWaitCeilingCountsNestedAndConcurrentWaitsOnce(t *testing.T) {
