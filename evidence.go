@@ -269,35 +269,34 @@ func (s *Session) snapshotInto(chs []decide.Channel) decide.Snapshot {
 }
 
 // summary is the per-channel evidence summary of snapshot sn at now.
+// The entries and the values they point to live in one allocation: for the
+// built-in channels a summaryBlock, else three slices.
 func (s *Session) summary(sn decide.Snapshot, now time.Time) []EvidenceEntry {
-	return s.summaryInto(nil, sn, now)
-}
-
-// summaryInto is summary in buf's storage if it has room for every channel.
-func (s *Session) summaryInto(buf []EvidenceEntry, sn decide.Snapshot, now time.Time) []EvidenceEntry {
 	var out []EvidenceEntry
-	if cap(buf) >= len(sn.Channels) {
-		out = buf[:len(sn.Channels)]
-	} else {
-		out = make([]EvidenceEntry, len(sn.Channels))
-	}
-	// The pointed-to values live in one block each, not one allocation
-	// per channel: a verdict pass at scale allocates far less.
 	var lasts []time.Time
 	var ages []float64
+	if n := len(sn.Channels); n <= len(summaryBlock{}.entries) {
+		b := new(summaryBlock)
+		out, lasts, ages = b.entries[:n], b.lasts[:n], b.ages[:n]
+	} else {
+		out, lasts, ages = make([]EvidenceEntry, n), make([]time.Time, n), make([]float64, n)
+	}
 	for i, c := range sn.Channels {
 		out[i] = EvidenceEntry{Channel: s.channelName(i), Counter: c.Count}
 		if c.Last != decide.Never {
-			if lasts == nil {
-				lasts = make([]time.Time, len(sn.Channels))
-				ages = make([]float64, len(sn.Channels))
-			}
 			lasts[i] = time.Unix(0, c.Last).UTC()
 			ages[i] = now.Sub(lasts[i]).Seconds()
 			out[i].LastAt, out[i].AgeSeconds = &lasts[i], &ages[i]
 		}
 	}
 	return out
+}
+
+// summaryBlock holds the summary of the four built-in channels.
+type summaryBlock struct {
+	entries [4]EvidenceEntry
+	lasts   [4]time.Time
+	ages    [4]float64
 }
 
 // coarse is the Watchdog's evidence clock: a timestamp that Touch copies

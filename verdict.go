@@ -250,12 +250,18 @@ type ending struct {
 type firedCause Session
 
 func (c *firedCause) verdict() *VerdictError {
+	v := c.verdictWithID(c.w.ids.String(c.end.decision))
+	return &v
+}
+
+// verdictWithID is the verdict, its decision event's id being decisionID.
+func (c *firedCause) verdictWithID(decisionID string) VerdictError {
 	s := (*Session)(c)
 	e := s.end
-	return &VerdictError{
+	return VerdictError{
 		SessionID: s.id, Window: int(s.window), Rule: ruleNames[e.rule], Reason: e.rule.Reason(),
 		Elapsed: e.elapsed, Budget: e.budget, FiredAt: time.Unix(0, e.at).UTC(),
-		Recoverable: e.rule.Recoverable(), DecisionID: s.w.ids.String(e.decision),
+		Recoverable: e.rule.Recoverable(), DecisionID: decisionID,
 	}
 }
 
@@ -296,9 +302,10 @@ func (w *Watchdog) entryEvents(dst []Event, en *entry) []Event {
 	n := min(int(f.nch), len(f.chs))
 	chs := append(f.chs[:n:n], f.more...)
 	summary := s.summary(decide.Snapshot{Channels: chs}, f.now)
-	ve := (*firedCause)(s).verdict()
-	dec := s.decisionEvent(ve.DecisionID, f, ModeAct, summary)
-	cancel := s.cancelEvent(w.ids.String(en.seq), ve, summary, f.childWait, f.now)
+	decisionID, cancelID := w.ids.Pair(s.end.decision, en.seq)
+	ve := (*firedCause)(s).verdictWithID(decisionID)
+	dec := s.decisionEvent(decisionID, f, ModeAct, summary)
+	cancel := s.cancelEvent(cancelID, &ve, summary, f.childWait, f.now)
 	return append(dst, dec, cancel)
 }
 

@@ -18,3 +18,14 @@ func (x *IDs) Next() uint64 { return x.seq.Add(1) }
 
 // String returns the id of sequence number n.
 func (x *IDs) String(n uint64) string { return x.Prefix + strconv.FormatUint(n, 10) }
+
+// Pair returns the ids of sequence numbers a and b, formatted into one
+// string: one allocation for the two ids of a fire.
+func (x *IDs) Pair(a, b uint64) (string, string) {
+	var buf [2*20 + 2*32]byte
+	s := strconv.AppendUint(append(buf[:0], x.Prefix...), a, 10)
+	n := len(s)
+	s = strconv.AppendUint(append(s, x.Prefix...), b, 10)
+	both := string(s)
+	return both[:n], both[n:]
+}

@@ -173,3 +173,10 @@ func TestADrainedQueueReusesItsStorage(t *testing.T) {
 	})
 	require.Zero(t, allocs)
 }
+
+func TestPairFormatsTwoIDsLikeString(t *testing.T) {
+	x := IDs{Prefix: "wd-"}
+	a, b := x.Pair(7, 12345678901234567890)
+	require.Equal(t, x.String(7), a)
+	require.Equal(t, x.String(12345678901234567890), b)
+}
