@@ -122,7 +122,7 @@ func ExampleReplay() {
 		}
 	}
 	mismatches, _ = watchdog.Replay(log)
-	fmt.Println(mismatches[0].Kind, mismatches[0].Recorded)
+	fmt.Println(mismatches[0].Event.Kind, mismatches[0].Recorded)
 	// Output:
 	// 4 0 <nil>
 	// runtime.watchdog.verdict CONTINUE rule=idle active=workspace settle=0

@@ -11,10 +11,9 @@ import (
 // Mismatch is a recorded verdict that the decision, fed only the inputs
 // recorded with it, does not re-derive; or an outcome that links no decision.
 type Mismatch struct {
-	Seq       uint64
-	EventID   string
-	SessionID string
-	Kind      string
+	// Event is the event that does not check out: its Seq, ID,
+	// AggregateID and Kind say where it is in the log.
+	Event Event
 	// Recorded is what the log says; Derived is what the decision says.
 	Recorded string
 	Derived  string
@@ -23,7 +22,7 @@ type Mismatch struct {
 // String describes the mismatch on one line.
 func (m Mismatch) String() string {
 	return fmt.Sprintf("seq %d event %s (%s, session %q): recorded %s, re-derived %s",
-		m.Seq, m.EventID, m.Kind, m.SessionID, m.Recorded, m.Derived)
+		m.Event.Seq, m.Event.ID, m.Event.Kind, m.Event.AggregateID, m.Recorded, m.Derived)
 }
 
 // Replay re-derives every recorded verdict of a log from the recorded events
@@ -54,7 +53,7 @@ func Replay(events []Event) ([]Mismatch, error) {
 	decisions := map[string]Event{}
 	var out []Mismatch
 	bad := func(e Event, recorded, derived string) {
-		out = append(out, Mismatch{Seq: e.Seq, EventID: e.ID, SessionID: e.AggregateID, Kind: e.Kind, Recorded: recorded, Derived: derived})
+		out = append(out, Mismatch{Event: e, Recorded: recorded, Derived: derived})
 	}
 	for i, e := range events {
 		if e.AggregateID == "" || e.Kind == "" {

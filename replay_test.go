@@ -200,7 +200,7 @@ func TestReplayReportsATamperedEvent(t *testing.T) {
 		mism, err := watchdog.Replay(bad)
 		require.NoError(t, err)
 		require.Len(t, mism, 1, "decision %s", e.ID)
-		assert.Equal(t, e.ID, mism[0].EventID)
+		assert.Equal(t, e.ID, mism[0].Event.ID)
 		assert.Contains(t, mism[0].String(), "HARD_STOP")
 		tampered++
 	}

@@ -84,7 +84,7 @@ func Run(file string, events []watchdog.Event, only []string, replay ReplayFunc)
 		return r, fmt.Errorf("%s: replay: %w", file, err)
 	}
 	for _, m := range ms {
-		r.Mismatches = append(r.Mismatches, Mismatch{Seq: m.Seq, EventID: m.EventID, SessionID: m.SessionID, Kind: m.Kind, Recorded: m.Recorded, Derived: m.Derived})
+		r.Mismatches = append(r.Mismatches, Mismatch{Seq: m.Event.Seq, EventID: m.Event.ID, SessionID: m.Event.AggregateID, Kind: m.Event.Kind, Recorded: m.Recorded, Derived: m.Derived})
 	}
 	return r, nil
 }
