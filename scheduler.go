@@ -186,3 +186,17 @@ func (w *Watchdog) logFires(ef *effects) {
 			zap.Int("window", int(c.s.window)), zap.Error(c.cause))
 	}
 }
+
+// schedulerOverdue reports, once per armed instant, that the real clock's
+// timer is more than 200 µs overdue: the scheduler goroutine waits for a P.
+// The recorder, which keeps a P busy through a storm's backlog, then yields
+// it once (the Go runtime runs a P's due timers only when it schedules).
+func (w *Watchdog) schedulerOverdue() bool {
+	due := w.armedAt.Load()
+	if due == math.MaxInt64 || due == math.MinInt64 || due == w.yielded.Load() ||
+		toNanos(w.clock.Now())-due < int64(200*time.Microsecond) {
+		return false
+	}
+	w.yielded.Store(due)
+	return true
+}

@@ -56,6 +56,7 @@ type Watchdog struct {
 	bs        *backstop     // rt's backstop (nil for other clocks and off Linux)
 	armedAt   atomic.Int64  // the instant the timer is armed for; MaxInt64 while unarmed or in a pass
 	schedDone chan struct{} // closed when the scheduler goroutine returns
+	yielded   atomic.Int64  // the armed instant the recorder last yielded for (see schedulerOverdue)
 
 	wakeCh  chan struct{}
 	wakeFn  func() // w.wake, made once: a method value allocates
@@ -147,6 +148,9 @@ func New(opts ...Option) *Watchdog {
 		RetryMin: c.retryMin,
 		RetryMax: c.retryMax,
 	})
+	if rt != nil {
+		w.rec.SetYield(w.schedulerOverdue)
+	}
 	w.coarse.now.Store(toNanos(w.clock.Now()))
 	w.wg.Add(2)
 	go func() { defer w.wg.Done(); w.rec.Run() }()

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -55,6 +56,10 @@ type Config[T, E any] struct {
 	Name func(e E) string
 	// Recorded is called after each event the store recorded (optional).
 	Recorded func(e E)
+	// Yield, between two batches, reports that the recorder should give
+	// up its P once, so that a goroutine waiting for one (the scheduler,
+	// whose timer is overdue) runs first (optional).
+	Yield func() bool
 
 	Clock              Clock
 	Log                *zap.Logger
@@ -136,6 +141,9 @@ func (r *Recorder[T, E]) Pending(lane string) []E {
 	return out
 }
 
+// SetYield sets Config.Yield; call it before Run.
+func (r *Recorder[T, E]) SetYield(f func() bool) { r.c.Yield = f }
+
 // Run is the recorder goroutine; it returns when Close is called.
 func (r *Recorder[T, E]) Run() { r.Loop(r.drain) }
 
@@ -202,6 +210,9 @@ func (r *Recorder[T, E]) drain() {
 			}
 		}
 		r.mu.Unlock()
+		if r.c.Yield != nil && r.c.Yield() {
+			runtime.Gosched()
+		}
 	}
 	r.mu.Lock()
 	r.q.compact()
