@@ -375,6 +375,37 @@ func (p Policy) clone() Policy {
 	return p
 }
 
+// sessionConfig is what a session needs from its Policy, resolved once.
+// Sessions started with the same Policy share one (see Watchdog.config), so
+// a fleet of sessions under one policy does not pay for it per session. It
+// is never modified after it is built.
+type sessionConfig struct {
+	policy          Policy // as given, recorded on start and resume events
+	limits          decide.Limits
+	grace           time.Duration // Policy.HandlerGrace, resolved
+	recoveryBudget  int           // resolved retries
+	recoveryBackoff time.Duration // resolved
+}
+
+func newSessionConfig(p Policy) *sessionConfig {
+	p = p.clone()
+	c := &sessionConfig{policy: p, limits: p.limits(), grace: p.HandlerGrace,
+		recoveryBudget: p.RecoveryBudget, recoveryBackoff: p.RecoveryBackoff}
+	if c.grace == 0 {
+		c.grace = defaultHandlerGrace
+	}
+	switch c.recoveryBudget {
+	case 0:
+		c.recoveryBudget = defaultRecoveryBudget
+	case NoRetries:
+		c.recoveryBudget = 0
+	}
+	if c.recoveryBackoff == 0 {
+		c.recoveryBackoff = defaultRecoveryBackoff
+	}
+	return c
+}
+
 // limits resolves p (already validated) into the decision's limits.
 func (p Policy) limits() decide.Limits {
 	l := decide.Limits{

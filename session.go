@@ -131,37 +131,6 @@ func (s *Session) observedSince() time.Time {
 	return time.Unix(0, s.since).UTC()
 }
 
-// sessionConfig is what a session needs from its Policy, resolved once.
-// Sessions started with the same Policy share one (see Watchdog.config), so
-// a fleet of sessions under one policy does not pay for it per session. It
-// is never modified after it is built.
-type sessionConfig struct {
-	policy          Policy // as given, recorded on start and resume events
-	limits          decide.Limits
-	grace           time.Duration // Policy.HandlerGrace, resolved
-	recoveryBudget  int           // resolved retries
-	recoveryBackoff time.Duration // resolved
-}
-
-func newSessionConfig(p Policy) *sessionConfig {
-	p = p.clone()
-	c := &sessionConfig{policy: p, limits: p.limits(), grace: p.HandlerGrace,
-		recoveryBudget: p.RecoveryBudget, recoveryBackoff: p.RecoveryBackoff}
-	if c.grace == 0 {
-		c.grace = defaultHandlerGrace
-	}
-	switch c.recoveryBudget {
-	case 0:
-		c.recoveryBudget = defaultRecoveryBudget
-	case NoRetries:
-		c.recoveryBudget = 0
-	}
-	if c.recoveryBackoff == 0 {
-		c.recoveryBackoff = defaultRecoveryBackoff
-	}
-	return c
-}
-
 // config returns the resolved config of p: the one of the previous Start or
 // Resume when p is the same policy (see Policy.same), a new one otherwise.
 func (w *Watchdog) config(p Policy) *sessionConfig {
