@@ -180,3 +180,32 @@ func TestPairFormatsTwoIDsLikeString(t *testing.T) {
 	require.Equal(t, x.String(7), a)
 	require.Equal(t, x.String(12345678901234567890), b)
 }
+
+// Ids are the prefix followed by a sequence number from 1, whatever the
+// prefix's length, and unique under concurrent use.
+func TestIDsArePrefixAndSequenceAndUniqueUnderConcurrentUse(t *testing.T) {
+	long := strings.Repeat("p", 300) + "-"
+	for _, prefix := range []string{"wd-", long} {
+		x := IDs{Prefix: prefix}
+		for want := uint64(1); want <= 100; want++ {
+			require.Equal(t, fmt.Sprintf("%s%d", prefix, want), x.String(x.Next()))
+		}
+	}
+	var x IDs
+	var mu sync.Mutex
+	seen := map[uint64]bool{}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				n := x.Next()
+				mu.Lock()
+				require.False(t, seen[n], "id %d handed out twice", n)
+				seen[n] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, seen, 8000)
+}
