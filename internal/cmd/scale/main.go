@@ -330,8 +330,10 @@ var (
 )
 
 // watchdogLateness watches count sessions due within the spread with the
-// default MemoryStore and returns fired_at minus the due instant (the last
-// instant of the window) for each.
+// default MemoryStore and returns, for each, the instant its context's Done
+// was seen (a context.AfterFunc, as for every approach) minus the due
+// instant (the last instant of the window). A fire is early if its
+// verdict's fired_at is not after the due instant.
 //
 // It also returns how long after the last due instant every event was
 // recorded (Close returned).
@@ -345,12 +347,16 @@ func watchdogLateness(count int, store string, busy func()) (lat, int, time.Dura
 	budget := time.Hour
 	ds := dues(count)
 	sessions := make([]*watchdog.Session, count)
+	out := make([]time.Duration, count)
+	var wg sync.WaitGroup
+	wg.Add(count)
 	for i, due := range ds {
 		s, err := w.Start(ctx, "late-"+strconv.Itoa(i), due.Add(-budget), watchdog.Policy{WallClock: budget})
 		if err != nil {
 			fatal(err)
 		}
 		sessions[i] = s
+		context.AfterFunc(s.Context(), func() { out[i] = time.Since(due); wg.Done() })
 	}
 	if err := w.Check(ctx); err != nil {
 		fatal(err)
@@ -360,27 +366,20 @@ func watchdogLateness(count int, store string, busy func()) (lat, int, time.Dura
 		fatal(errors.New("setup took longer than -late-start: raise it"))
 	}
 	busy()
-	// Wait once, for the session due last: a pass cancels its sessions in
-	// due order, so every other one is cancelled by then. (Waiting on each
-	// session in turn would wake this goroutine throughout the run, a load
-	// the naive approaches are not measured with.)
+	wg.Wait()
 	last := 0
 	for i, due := range ds {
 		if due.After(ds[last]) {
 			last = i
 		}
 	}
-	<-sessions[last].Context().Done()
-	out := make([]time.Duration, count)
 	early := 0
-	for i, s := range sessions {
-		<-s.Context().Done()
+	for _, s := range sessions {
 		var v *watchdog.VerdictError
 		if !errors.As(context.Cause(s.Context()), &v) {
 			fatal(fmt.Errorf("session %s: %v", s.ID(), context.Cause(s.Context())))
 		}
-		out[i] = v.FiredAt.Sub(s.Deadline())
-		if out[i] <= 0 {
+		if !v.FiredAt.After(s.Deadline()) {
 			early++
 		}
 	}
@@ -390,8 +389,9 @@ func watchdogLateness(count int, store string, busy func()) (lat, int, time.Dura
 	return percentiles(out), early, time.Since(ds[last])
 }
 
-// afterFuncLateness arms one time.AfterFunc per session and returns when each
-// callback ran minus its due instant.
+// afterFuncLateness arms one time.AfterFunc per session that cancels its
+// context, and returns when each context's Done was seen (a
+// context.AfterFunc) minus its due instant.
 func afterFuncLateness(count int, busy func()) (lat, int) {
 	ds := dues(count)
 	out := make([]time.Duration, count)
@@ -399,12 +399,8 @@ func afterFuncLateness(count int, busy func()) (lat, int) {
 	wg.Add(count)
 	for i, due := range ds {
 		ctx, cancel := context.WithCancel(context.Background())
-		time.AfterFunc(time.Until(due), func() {
-			out[i] = time.Since(due)
-			cancel()
-			wg.Done()
-		})
-		_ = ctx
+		context.AfterFunc(ctx, func() { out[i] = time.Since(due); wg.Done() })
+		time.AfterFunc(time.Until(due), cancel)
 	}
 	runtime.GC() // the setup's garbage is not part of the run
 	if slices.MinFunc(ds, func(a, b time.Time) int { return a.Compare(b) }).Before(time.Now()) {
@@ -448,8 +444,11 @@ func heapLateness(count int, busy func()) (lat, int) {
 	ds := dues(count)
 	out := make([]time.Duration, count)
 	h := make(deadlineHeap, 0, count)
+	var wg sync.WaitGroup
+	wg.Add(count)
 	for i, due := range ds {
-		_, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(context.Background())
+		context.AfterFunc(ctx, func() { out[i] = time.Since(due); wg.Done() })
 		h = append(h, heapItem{due, i, cancel})
 	}
 	heap.Init(&h)
@@ -467,7 +466,6 @@ func heapLateness(count int, busy func()) (lat, int) {
 			now := time.Now()
 			for len(h) > 0 && !h[0].due.After(now) {
 				it := heap.Pop(&h).(heapItem)
-				out[it.i] = now.Sub(it.due)
 				it.cancel()
 			}
 			if len(h) == 0 {
@@ -477,6 +475,7 @@ func heapLateness(count int, busy func()) (lat, int) {
 		}
 	}()
 	<-done
+	wg.Wait()
 	early := 0
 	for _, d := range out {
 		if d < 0 {
