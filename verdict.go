@@ -20,6 +20,7 @@ type effects struct {
 	acts     []actItem
 	after    []func()
 	lateness time.Duration // the pass's: how late its most overdue item was
+	pushed   bool          // events were handed to the recorder: wake it
 }
 
 // cancellation is a context to cancel with its cause: a session's (s set),
@@ -41,8 +42,15 @@ func (w *Watchdog) record(ef *effects, e Event) {
 	}
 	if ef == nil {
 		w.rec.Push(en)
+		w.rec.Poke()
 		return
 	}
+	w.queueLocked(ef, en)
+}
+
+// queueLocked adds en to ef's events, handing them to the recorder every
+// flushLen. Called with w.mu held.
+func (w *Watchdog) queueLocked(ef *effects, en entry) {
 	ef.events = append(ef.events, en)
 	if len(ef.events) == flushLen {
 		w.flushLocked(ef)
@@ -55,12 +63,14 @@ const flushLen = 64
 
 // flushLocked hands ef's events to the recorder, in one round trip on its
 // lock. Called with w.mu held, so that events leave in the order in which
-// they were decided (Resume reads the recorder's queue under w.mu).
+// they were decided (Resume reads the recorder's queue under w.mu). The
+// recorder is woken by apply, after the contexts are cancelled.
 func (w *Watchdog) flushLocked(ef *effects) {
 	if len(ef.events) > 0 {
 		w.rec.Push(ef.events...)
 		clear(ef.events)
 		ef.events = ef.events[:0]
+		ef.pushed = true
 	}
 }
 
@@ -71,7 +81,9 @@ func (w *Watchdog) apply(ef *effects) {
 	for _, c := range ef.cancels {
 		c.cancel(c.cause)
 	}
-	w.rec.Poke()
+	if ef.pushed {
+		w.rec.Poke() // after the cancels: waking the recorder costs a thread wake-up
+	}
 	for _, f := range ef.after {
 		f()
 	}
@@ -158,10 +170,7 @@ func (w *Watchdog) fireDefaultLocked(s *Session, sn decide.Snapshot, v decide.Ve
 	if copy(en.facts.chs[:], sn.Channels) < len(sn.Channels) {
 		en.facts.more = append([]decide.Channel(nil), sn.Channels[len(en.facts.chs):]...)
 	}
-	ef.events = append(ef.events, en)
-	if len(ef.events) == flushLen {
-		w.flushLocked(ef)
-	}
+	w.queueLocked(ef, en)
 	w.endWindowLocked(s, nil)
 	ef.cancels = append(ef.cancels, cancellation{s: s, cancel: s.cancel, cause: (*firedCause)(s)})
 }

@@ -114,15 +114,16 @@ func New[T, E any](c Config[T, E]) *Recorder[T, E] {
 	return &Recorder[T, E]{c: c, Worker: NewWorker(), lanes: make(map[string]*lane), ctx: ctx, cancel: cancel}
 }
 
-// Push queues items, in order. It never blocks on the store: callers may
-// hold their own lock (which is then always taken before the recorder's).
+// Push queues items, in order; call Poke after it to have them recorded
+// (a caller may first finish more urgent work). It never blocks on the
+// store: callers may hold their own lock (which is then always taken
+// before the recorder's).
 func (r *Recorder[T, E]) Push(items ...T) {
 	r.mu.Lock()
 	for i := range items {
 		r.q.push(slot[T]{v: items[i]})
 	}
 	r.mu.Unlock()
-	r.Poke()
 }
 
 // Pending returns the events of lane's items not recorded yet, in order.

@@ -66,9 +66,6 @@ func (k *Worker) StopWithin(ctx context.Context) error {
 	}
 }
 
-// Done is closed when Loop has returned.
-func (k *Worker) Done() <-chan struct{} { return k.done }
-
 // Barrier returns once a drain that started after the call has finished,
 // ErrStopped if the goroutine has stopped, or ctx's error.
 func (k *Worker) Barrier(ctx context.Context) error {
