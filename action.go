@@ -99,7 +99,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 	if !it.noRecheck && (v.Action != decide.Act || ruleNames[v.Rule] != it.v.Rule) {
 		s.clearActing()
 		e := s.event(KindSuperseded, now)
-		e.Rule, e.Reason, e.DecidedByDecisionID = it.v.Rule, it.v.Reason, it.v.DecisionID
+		e.Rule, e.Reason, e.DecidedByDecisionID = it.v.Rule, it.v.reason, it.v.DecisionID
 		e.EvidenceSummary = s.summary(sn, now)
 		w.record(&ef, e)
 		// Then decide afresh, as the scheduler would: a Continue is
@@ -127,7 +127,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 	s.clearActing()
 	if err != nil {
 		e := s.event(KindActionFailed, now)
-		e.Rule, e.Reason, e.DecidedByDecisionID, e.Error = it.v.Rule, it.v.Reason, it.v.DecisionID, err.Error()
+		e.Rule, e.Reason, e.DecidedByDecisionID, e.Error = it.v.Rule, it.v.reason, it.v.DecisionID, err.Error()
 		w.record(&ef, e)
 		due := toNanos(now.Add(s.cfg.limits.SettleInterval))
 		w.heap.Push(&s.item, due)
@@ -145,7 +145,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 	w.mu.Unlock()
 	w.apply(&ef)
 	w.log.Info("watchdog: session stopped by action", zap.String("session_id", s.id),
-		zap.String("reason", it.v.Reason), zap.String("decision_id", it.v.DecisionID))
+		zap.String("reason", it.v.reason), zap.String("decision_id", it.v.DecisionID))
 }
 
 // runCallback runs a user callback, logging a panic instead of crashing the

@@ -128,7 +128,7 @@ func TestAShadowAdviceAtActionTimeKeepsTheSessionWatched(t *testing.T) {
 	_, err := w.Start(context.Background(), "a", t0, watchdog.Policy{WallClock: 10*time.Second - 1})
 	require.NoError(t, err)
 	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1,
-		SessionCeiling: 15 * time.Second, RuleModes: map[string]watchdog.Mode{watchdog.RuleSessionCeiling: watchdog.ModeShadow}}
+		SessionCeiling: 15 * time.Second, RuleModes: map[string]watchdog.Mode{"session_ceiling": watchdog.ModeShadow}}
 	b, err := w.Start(context.Background(), "b", t0, p)
 	require.NoError(t, err)
 	b.Touch(watchdog.ChannelStdout)

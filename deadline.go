@@ -148,8 +148,10 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 		s.Touch(ChannelMCPTool) // a handler call is tool-call evidence
 	}
 	l.arm()
-	if obs.OnHandlerStart != nil {
-		if c := obs.OnHandlerStart(lctx, kind, name, l.remaining()); c != nil {
+	var end func(err error, overrun *Event)
+	if obs.OnHandler != nil {
+		var c context.Context
+		if c, end = obs.OnHandler(lctx, kind, name, l.remaining()); c != nil {
 			lctx = c
 		}
 	}
@@ -176,8 +178,8 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 	case r := <-done:
 		if r.panic != nil {
 			l.finish()
-			if obs.OnHandlerEnd != nil {
-				obs.OnHandlerEnd(lctx, kind, name, fmt.Errorf("watchdog: %s %q panicked: %v", kind, name, r.panic), l.overrunEvent())
+			if end != nil {
+				end(fmt.Errorf("watchdog: %s %q panicked: %v", kind, name, r.panic), l.overrunEvent())
 			}
 			panic(r.panic)
 		}
@@ -188,8 +190,8 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 	case <-l.abandon:
 		err = l.abandonedCause()
 	}
-	if obs.OnHandlerEnd != nil {
-		obs.OnHandlerEnd(lctx, kind, name, err, l.overrunEvent())
+	if end != nil {
+		end(err, l.overrunEvent())
 	}
 	return err
 }
@@ -246,7 +248,7 @@ func (l *layer) arm() {
 func (l *layer) verdict(now time.Time) *VerdictError {
 	v := &VerdictError{
 		Rule:    string(l.kind) + "_deadline",
-		Reason:  string(l.kind) + "_deadline_exceeded",
+		reason:  string(l.kind) + "_deadline_exceeded",
 		Layer:   l.kind,
 		Name:    l.name,
 		Elapsed: now.Sub(l.started),
@@ -278,7 +280,7 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 		l.state, l.cause = layerFired, v
 		e := l.s.event(KindHandlerDeadline, now)
 		e.ID = w.newID()
-		e.Reason, e.Rule = v.Reason, v.Rule
+		e.Reason, e.Rule = v.reason, v.Rule
 		e.Handler, e.Layer, e.DyingSpan = l.name, string(l.kind), v.DyingSpan
 		e.MeasureSeconds, e.LimitSeconds = v.Elapsed.Seconds(), v.Budget.Seconds()
 		rec := v.Recoverable
@@ -299,7 +301,7 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 		w.abandoned.Add(1)
 		l.markAbandoned()
 		e := l.s.event(KindHandlerAbandoned, now)
-		e.Reason, e.Handler, e.Layer = l.cause.(*VerdictError).Reason, l.name, string(l.kind)
+		e.Reason, e.Handler, e.Layer = l.cause.(*VerdictError).reason, l.name, string(l.kind)
 		e.DyingSpan = l.cause.(*VerdictError).DyingSpan
 		e.MeasureSeconds, e.LimitSeconds = now.Sub(l.started).Seconds(), (l.budget + l.grace).Seconds()
 		w.record(ef, e)

@@ -29,6 +29,25 @@
 // Policy.ChildrenWaitCeiling are absolute: no evidence extends them. Any rule
 // can run in shadow mode, which records its decision and does nothing else.
 //
+// # Rules
+//
+// Each rule has one name, used in Policy.RuleModes, in events' rule field and
+// in VerdictError.Rule: its verdict's reason is the name followed by
+// "_exceeded", the result's stop reason code is "watchdog_" followed by the
+// reason, and its sentinel error is the one named after it.
+//
+//	rule             Policy field          reason                     stop reason code                     error
+//	wall_clock       WallClock             wall_clock_exceeded        watchdog_wall_clock_exceeded         ErrWallClockExceeded
+//	session_ceiling  SessionCeiling        session_ceiling_exceeded   watchdog_session_ceiling_exceeded    ErrSessionCeilingExceeded
+//	children_wait    ChildrenWaitCeiling   children_wait_exceeded     watchdog_children_wait_exceeded      ErrChildrenWaitExceeded
+//	idle             IdleWindow            idle_exceeded              watchdog_idle_exceeded               ErrIdleExceeded
+//
+// A liveness rule of your own (Policy.LivenessRules) goes by the name you
+// give it, with the reason "liveness_failed" and ErrLivenessFailed; a
+// deadline layer's overrun has the rule "<layer>_deadline" (for example
+// "handler_deadline"), the reason "<layer>_deadline_exceeded", which is also
+// its stop reason code, and ErrDeadlineExceeded.
+//
 // # Decision, action, outcome
 //
 // The verdict is a pure function of (policy, session snapshot, now). An acting

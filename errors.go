@@ -73,11 +73,10 @@ var (
 type VerdictError struct {
 	SessionID string
 	Window    int
-	// Rule is the rule that fired (RuleWallClock, RuleIdle, ...).
+	// Rule is the name of the rule that fired ("wall_clock", "idle", a
+	// liveness rule of the policy, "handler_deadline", ...; see the table
+	// of rules in the package documentation).
 	Rule string
-	// Reason is the event's reason: the rule's name followed by
-	// "_exceeded", for example "wall_clock_exceeded" (see RuleWallClock).
-	Reason string
 	// Elapsed is the rule's measure when it fired: the window's age for
 	// the wall clock, the session's age for its ceiling, the cumulative
 	// child wait, or stdout's silence for the idle rule.
@@ -99,36 +98,38 @@ type VerdictError struct {
 	Layer     Layer
 	Name      string
 	DyingSpan string
+
+	reason string // the event's reason (see StopReasonCode)
 }
 
 // Error implements error.
 func (e *VerdictError) Error() string {
 	if e.Layer != "" {
-		msg := fmt.Sprintf("watchdog: %s %q: %s: elapsed %v, budget %v", e.Layer, e.Name, e.Reason, e.Elapsed, e.Budget)
+		msg := fmt.Sprintf("watchdog: %s %q: %s: elapsed %v, budget %v", e.Layer, e.Name, e.reason, e.Elapsed, e.Budget)
 		if e.DyingSpan != "" {
 			msg += fmt.Sprintf(" (dying span %q)", e.DyingSpan)
 		}
 		return msg
 	}
-	if e.Reason == reasonLivenessFailed {
+	if e.reason == reasonLivenessFailed {
 		return fmt.Sprintf("watchdog: session %q window %d: liveness rule %q failed", e.SessionID, e.Window, e.Rule)
 	}
 	return fmt.Sprintf("watchdog: session %q window %d: %s: elapsed %v > budget %v",
-		e.SessionID, e.Window, e.Reason, e.Elapsed, e.Budget)
+		e.SessionID, e.Window, e.reason, e.Elapsed, e.Budget)
 }
 
 // Unwrap returns the sentinel of the verdict's rule.
-func (e *VerdictError) Unwrap() error { return ruleSentinel(e.Rule, e.Reason) }
+func (e *VerdictError) Unwrap() error { return ruleSentinel(e.Rule, e.reason) }
 
 // StopReasonCode returns the result envelope's code for the verdict:
 // "watchdog_" followed by the reason, or for a deadline layer the reason.
 func (e *VerdictError) StopReasonCode() string {
 	if e.Layer != "" {
-		return e.Reason
+		return e.reason
 	}
-	return "watchdog_" + e.Reason
+	return "watchdog_" + e.reason
 }
 
 // Resumable reports whether Resume can continue after this verdict: every
 // verdict but the session ceiling's, which counts from the session's start.
-func (e *VerdictError) Resumable() bool { return e.Rule != RuleSessionCeiling }
+func (e *VerdictError) Resumable() bool { return e.Rule != ruleSessionCeiling }

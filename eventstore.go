@@ -71,7 +71,7 @@ const (
 	KindRecoveryBudgetExceeded = "runtime.watchdog.recovery_budget_exceeded"
 )
 
-// Verdict labels of Event.Verdict.
+// Labels of the contract's verdict field (see verdictLabel).
 const (
 	verdictContinue = "CONTINUE"
 	verdictHardStop = "HARD_STOP"
@@ -87,8 +87,6 @@ type Event struct {
 	// Seq is the store's position of the event, assigned by the store on
 	// Append (strictly increasing per store). Zero before it is recorded.
 	Seq uint64 `json:"seq,omitzero"`
-	// AggregateType is always "runtime_control".
-	AggregateType string `json:"aggregate_type"`
 	// AggregateID is the session id.
 	AggregateID string `json:"aggregate_id"`
 	// Kind is one of the Kind constants.
@@ -96,12 +94,12 @@ type Event struct {
 	// Window numbers the session's windows from 1; a resume after a
 	// terminal event opens the next window.
 	Window int `json:"window"`
-	// Reason is why a terminal event happened: "wall_clock_exceeded" for a
-	// cancel, the stop reason code for a stop. Empty otherwise.
+	// Reason is why the event happened: the verdict's reason on a decision
+	// or a cancel ("wall_clock_exceeded"), the stop reason code on a stop
+	// ("completed"). The JSON also carries stop_reason_code on terminal
+	// events, derived from it: the reason of a stop, "watchdog_" followed
+	// by the reason for a cancel.
 	Reason string `json:"reason,omitempty"`
-	// StopReasonCode is the result envelope's code for a terminal event
-	// (for example "watchdog_wall_clock_exceeded"). Empty otherwise.
-	StopReasonCode string `json:"stop_reason_code,omitempty"`
 	// SessionStartedAt is the session's original start; it never changes
 	// across windows, resumes or restarts.
 	SessionStartedAt time.Time `json:"session_started_at"`
@@ -118,9 +116,7 @@ type Event struct {
 
 	// The fields below are set on verdict, decision and outcome events.
 
-	// Verdict is verdictContinue or verdictHardStop.
-	Verdict string `json:"verdict,omitempty"`
-	// Rule is the rule behind the verdict (RuleWallClock, RuleIdle, ...).
+	// Rule is the rule behind the verdict ("wall_clock", "idle", a liveness rule's name, ...).
 	Rule string `json:"rule,omitempty"`
 	// Mode is the rule's mode on a decision: "act" or "shadow".
 	Mode Mode `json:"mode,omitempty"`
@@ -150,13 +146,14 @@ type Event struct {
 	// Error is the action's error on an action_failed event.
 	Error string `json:"error,omitempty"`
 
-	// Handler, Layer and DyingSpan describe a deadline layer's overrun.
+	// Handler, Layer and DyingSpan describe a deadline layer's overrun:
+	// the layer's name, its kind and the step that was running.
 	Handler   string `json:"handler,omitempty"`
 	Layer     string `json:"layer,omitempty"`
 	DyingSpan string `json:"dying_span,omitempty"`
-	// Phase and Attempt are set on RunPhase's events.
-	Phase   string `json:"phase,omitempty"`
-	Attempt int    `json:"attempt,omitempty"`
+	// Attempt is set on RunPhase's events (with Handler, the phase's
+	// name, and Layer "phase").
+	Attempt int `json:"attempt,omitempty"`
 	// Generation is the waiting watchdog's arm on a wait_timeout event.
 	Generation uint64 `json:"generation,omitempty"`
 	// HandlersInFlight and Waiting are decision inputs on verdict events:
@@ -185,22 +182,61 @@ type Event struct {
 // eventFields is Event without its methods, for the JSON codec.
 type eventFields Event
 
-// knownEventKeys are the JSON names of Event's fields.
+// wireEvent is an event as JSON. Besides Event's fields it carries the
+// contract's fields that are derived from them, for readers of the log:
+// they are written on every encode and recomputed, not trusted, on decode.
+// Phase is read only, from logs that named a phase there instead of in
+// handler.
+type wireEvent struct {
+	AggregateType string `json:"aggregate_type"`
+	*eventFields
+	Verdict        string `json:"verdict,omitempty"`
+	StopReasonCode string `json:"stop_reason_code,omitempty"`
+	Phase          string `json:"phase,omitempty"`
+}
+
+// knownEventKeys are the JSON names of wireEvent's fields.
 var knownEventKeys = func() map[string]bool {
 	keys := make(map[string]bool)
-	t := reflect.TypeFor[Event]()
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" {
-			keys[name] = true
+	for _, t := range []reflect.Type{reflect.TypeFor[Event](), reflect.TypeFor[wireEvent]()} {
+		for i := range t.NumField() {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			if name != "" && name != "-" {
+				keys[name] = true
+			}
 		}
 	}
 	return keys
 }()
 
+// verdictLabel is the contract's verdict field of an event of kind: CONTINUE
+// on a verdict the session outlives, HARD_STOP on a decision to end it (or
+// a RunPhase attempt) and on the cancel that does.
+func verdictLabel(kind string) string {
+	switch kind {
+	case KindVerdict, KindWaitTimeout:
+		return verdictContinue
+	case KindDecision, KindCancel, KindAttemptCancelled:
+		return verdictHardStop
+	}
+	return ""
+}
+
+// stopReasonCode is the contract's stop_reason_code of a terminal event.
+func stopReasonCode(e *Event) string {
+	switch {
+	case e.Kind == KindStop:
+		return e.Reason
+	case e.Kind == KindCancel && e.Reason != "":
+		return "watchdog_" + e.Reason
+	}
+	return ""
+}
+
 // MarshalJSON encodes e with the contract's snake_case names, plus Extra.
 func (e Event) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal(eventFields(e))
+	f := eventFields(e)
+	b, err := json.Marshal(wireEvent{aggregateType, &f, verdictLabel(e.Kind), stopReasonCode(&e), ""})
 	if err != nil || len(e.Extra) == 0 {
 		return b, err
 	}
@@ -230,8 +266,12 @@ func (e Event) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON decodes an event, keeping unknown fields in Extra.
 func (e *Event) UnmarshalJSON(b []byte) error {
 	var f eventFields
-	if err := json.Unmarshal(b, &f); err != nil {
+	wire := wireEvent{eventFields: &f}
+	if err := json.Unmarshal(b, &wire); err != nil {
 		return err
+	}
+	if f.Handler == "" && wire.Phase != "" {
+		f.Handler, f.Layer = wire.Phase, string(LayerPhase)
 	}
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(b, &all); err != nil {
@@ -507,7 +547,7 @@ func causeOf(e Event) error {
 			SessionID:  e.AggregateID,
 			Window:     e.Window,
 			Rule:       e.Rule,
-			Reason:     e.Reason,
+			reason:     e.Reason,
 			Elapsed:    secondsDuration(e.MeasureSeconds),
 			Budget:     secondsDuration(e.LimitSeconds),
 			FiredAt:    e.FiredAt,
@@ -517,7 +557,7 @@ func causeOf(e Event) error {
 			v.Recoverable = *e.Recoverable
 		}
 		if r, ok := ruleByName[e.Rule]; ok {
-			v.Reason = r.Reason() // a log of an older version may name it otherwise
+			v.reason = r.Reason() // a log of an older version may name it otherwise
 		}
 		return v
 	}

@@ -348,7 +348,7 @@ func (w *Watchdog) armTick() {
 	if c.closed.Load() {
 		return
 	}
-	t := w.clock.AfterFunc(w.resolution, w.tick) // user code: never under the lock
+	t := w.clock.AfterFunc(evidenceResolution, w.tick) // user code: never under the lock
 	if t == nil {
 		return
 	}

@@ -59,7 +59,7 @@ func TestWorkspaceEvidenceDefersTheIdleFireUntilItGoesStale(t *testing.T) {
 	conts := ofKind(evs, watchdog.KindVerdict)
 	require.NotEmpty(t, conts)
 	for _, c := range conts {
-		assert.Equal(t, "CONTINUE", c.Verdict)
+		assert.Equal(t, "CONTINUE", jsonField(t, c, "verdict"))
 		assert.Equal(t, "workspace", c.ActiveChannel)
 		assert.Equal(t, "idle", c.Rule)
 		require.Len(t, c.EvidenceSummary, 4)
@@ -78,13 +78,13 @@ func TestWorkspaceEvidenceDefersTheIdleFireUntilItGoesStale(t *testing.T) {
 	var v *watchdog.VerdictError
 	require.ErrorAs(t, cause, &v)
 	assert.True(t, v.Recoverable)
-	assert.Equal(t, "idle_exceeded", v.Reason)
+	assert.Equal(t, "watchdog_idle_exceeded", v.StopReasonCode())
 
 	evs = load(t, store, "agent")
 	dec := ofKind(evs, watchdog.KindDecision)
 	require.Len(t, dec, 1)
 	d := dec[0]
-	assert.Equal(t, "HARD_STOP", d.Verdict)
+	assert.Equal(t, "HARD_STOP", jsonField(t, d, "verdict"))
 	assert.Equal(t, "none", d.ActiveChannel)
 	assert.Equal(t, t0.Add(21*time.Second+1), d.OccurredAt, "fires when the last file change is older than the TTL")
 	assert.InDelta(t, 5.000000001, *entry(t, d, "workspace").AgeSeconds, 1e-9)
@@ -93,7 +93,7 @@ func TestWorkspaceEvidenceDefersTheIdleFireUntilItGoesStale(t *testing.T) {
 	c := ofKind(evs, watchdog.KindCancel)
 	require.Len(t, c, 1)
 	assert.Equal(t, d.ID, c[0].DecidedByDecisionID)
-	assert.Equal(t, "watchdog_idle_exceeded", c[0].StopReasonCode)
+	assert.Equal(t, "watchdog_idle_exceeded", jsonField(t, c[0], "stop_reason_code"))
 	require.NotNil(t, c[0].Recoverable)
 	assert.True(t, *c[0].Recoverable)
 	assert.Equal(t, watchdog.KindCancel, evs[len(evs)-1].Kind)
@@ -170,7 +170,7 @@ func TestFreshEvidenceNeverExtendsTheSessionCeilingAndAResumePastItEndsAtOnce(t 
 	assert.False(t, v.Resumable())
 	c := ofKind(load(t, store, "s"), watchdog.KindCancel)
 	require.Len(t, c, 1)
-	assert.Equal(t, "watchdog_session_ceiling_exceeded", c[0].StopReasonCode)
+	assert.Equal(t, "watchdog_session_ceiling_exceeded", jsonField(t, c[0], "stop_reason_code"))
 	assert.Equal(t, t0.Add(time.Minute+1), c[0].FiredAt)
 
 	// Resume accepts the session, but its ceiling counts from the
@@ -222,7 +222,7 @@ func TestChildWaitCeilingCountsNestedAndConcurrentWaitsOnce(t *testing.T) {
 	b()
 	c := ofKind(load(t, store, "s"), watchdog.KindCancel)
 	require.Len(t, c, 1)
-	assert.Equal(t, "watchdog_children_wait_exceeded", c[0].StopReasonCode)
+	assert.Equal(t, "watchdog_children_wait_exceeded", jsonField(t, c[0], "stop_reason_code"))
 	assert.InDelta(t, 20.000000001, c[0].ChildrenWaitSeconds, 1e-9)
 }
 

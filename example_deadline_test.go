@@ -81,7 +81,7 @@ func ExampleRunPhase() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		res, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (string, error) {
+		partial, attempts, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (string, error) {
 			attempts <- attempt
 			if attempt == 1 {
 				<-ctx.Done() // the agent hangs silently the first time
@@ -89,7 +89,7 @@ func ExampleRunPhase() {
 			}
 			return "done", nil
 		})
-		fmt.Println(res.Attempts, res.Partial, err)
+		fmt.Println(attempts, partial, err)
 	}()
 	<-attempts
 	_ = watchdogtest.Advance(ctx, mock, 12*time.Second, w) // idle at 10 s: attempt 1 is cancelled; 1 s backoff

@@ -2,8 +2,12 @@ package watchdog_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/internal/testutil"
@@ -69,4 +73,14 @@ func (f *faultyStore) setFail(n int) {
 	f.mu.Lock()
 	f.failN = n
 	f.mu.Unlock()
+}
+
+// jsonField is the field key of e's JSON encoding (nil when absent).
+func jsonField(t testing.TB, e watchdog.Event, key string) any {
+	t.Helper()
+	b, err := json.Marshal(e)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	return m[key]
 }

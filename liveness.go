@@ -53,18 +53,18 @@ func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err err
 	if v.Record || v.Action != decide.Continue {
 		sn := s.snapshot()
 		e := s.event(KindVerdict, now)
-		e.Verdict, e.Rule, e.ActiveChannel = verdictContinue, rule, "none"
+		e.Rule, e.ActiveChannel = rule, "none"
 		e.SettleCount, e.SettleChecks = v.Stale, s.cfg.limits.SettleChecks
 		e.EvidenceSummary = s.summary(sn, now)
 		if v.Action != decide.Continue {
 			decided = true
-			e.ID, e.Kind, e.Verdict, e.Mode, e.Reason = w.newID(), KindDecision, verdictHardStop, mode, reasonLivenessFailed
+			e.ID, e.Kind, e.Mode, e.Reason = w.newID(), KindDecision, mode, reasonLivenessFailed
 			recoverable := true
 			e.Recoverable = &recoverable
 		}
 		w.record(&ef, e)
 		if v.Action == decide.Act {
-			ve := &VerdictError{SessionID: s.id, Window: int(s.window), Rule: rule, Reason: reasonLivenessFailed,
+			ve := &VerdictError{SessionID: s.id, Window: int(s.window), Rule: rule, reason: reasonLivenessFailed,
 				FiredAt: now.UTC(), Recoverable: true, DecisionID: e.ID,
 				Elapsed: now.Sub(s.windowStartedAt), Budget: s.cfg.limits.WallClock}
 			if w.action == nil {

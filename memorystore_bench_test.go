@@ -23,7 +23,7 @@ func benchAppend(b *testing.B, s watchdog.EventStore, batch int) {
 		for i := range evs {
 			n++
 			evs[i] = watchdog.Event{
-				ID: fmt.Sprintf("b%d", n), AggregateType: "runtime_control", AggregateID: fmt.Sprintf("s%d", n%16),
+				ID: fmt.Sprintf("b%d", n), AggregateID: fmt.Sprintf("s%d", n%16),
 				Kind: watchdog.KindResume, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0,
 				OccurredAt: t0.Add(time.Second), ElapsedSeconds: 1, ConfiguredBudgetSeconds: 10,
 			}

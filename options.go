@@ -31,23 +31,25 @@ const (
 type Option func(*config)
 
 type config struct {
-	store      EventStore
-	clock      Clock
-	log        *zap.Logger
-	retryMin   time.Duration
-	retryMax   time.Duration
-	action     func(ctx context.Context, s *Session, v *VerdictError) error
-	resolution time.Duration
-	obs        Observer
-	idPrefix   string
+	store    EventStore
+	clock    Clock
+	log      *zap.Logger
+	retryMin time.Duration
+	retryMax time.Duration
+	action   func(ctx context.Context, s *Session, v *VerdictError) error
+	obs      Observer
+	idPrefix string
 }
 
-// defaultEvidenceResolution is the default resolution of evidence
-// timestamps (see WithEvidenceResolution).
-const defaultEvidenceResolution = 50 * time.Millisecond
+// evidenceResolution is the resolution of evidence timestamps. Recording
+// evidence reads no clock: it copies a coarse timestamp that the Watchdog
+// refreshes every evidenceResolution while evidence is being recorded (and
+// at every decision and settle point), so Touch costs about a nanosecond
+// and an idle Watchdog costs no CPU.
+const evidenceResolution = 50 * time.Millisecond
 
 func defaultConfig() config {
-	return config{retryMin: defaultRetryMin, retryMax: defaultRetryMax, resolution: defaultEvidenceResolution}
+	return config{retryMin: defaultRetryMin, retryMax: defaultRetryMax}
 }
 
 // WithAction sets a pluggable action: what the Watchdog does when a rule in
@@ -82,20 +84,6 @@ func WithEventIDPrefix(prefix string) Option {
 // otelwatchdog module). Default: none.
 func WithObserver(o Observer) Option {
 	return func(c *config) { c.obs = o }
-}
-
-// WithEvidenceResolution sets the resolution of evidence timestamps. Recording
-// evidence reads no clock: it copies a coarse timestamp that the Watchdog
-// refreshes every d while evidence is being recorded (and at every decision
-// and settle point), so Touch costs about a nanosecond and an idle Watchdog
-// costs no CPU. A channel's last_at can therefore read up to d earlier than
-// the real instant. Values <= 0 keep the default, 50 ms.
-func WithEvidenceResolution(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.resolution = d
-		}
-	}
 }
 
 // WithStore sets the EventStore that records every event. Default: a new

@@ -21,18 +21,6 @@ const (
 	NoRetries = -1
 )
 
-// PhaseResult is how RunPhase ended.
-type PhaseResult[T any] struct {
-	// Attempts is how many times fn ran.
-	Attempts int
-	// StopReasonCode is "" on success, StopRecoveryBudgetExceeded when
-	// the retries ran out, or the code of the unrecoverable verdict (for
-	// example "phase_deadline_exceeded") or StopFailed.
-	StopReasonCode string
-	// Partial is the last result fn returned, kept across attempts.
-	Partial T
-}
-
 // RunPhase runs fn as the phase name of session s (one RunPhase at a time per
 // session; a second concurrent one is refused), with recovery: fn runs
 // under the phase's budget (budget, or the policy's PhaseBudgets[name] when
@@ -43,24 +31,27 @@ type PhaseResult[T any] struct {
 // runs, an idle verdict cancels the attempt (fn's context), not the session.
 // The wall clock, the ceilings and a phase deadline are never retried. Every
 // retry is recorded (runtime.watchdog.retry); when the budget is spent a
-// runtime.watchdog.recovery_budget_exceeded event is recorded and RunPhase
-// returns StopRecoveryBudgetExceeded with the last partial result and an
-// error wrapping ErrRecoveryBudgetExceeded and the last failure.
-func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx context.Context, attempt int) (partial T, err error)) (PhaseResult[T], error) {
-	var res PhaseResult[T]
+// runtime.watchdog.recovery_budget_exceeded event is recorded.
+//
+// RunPhase returns the last partial result fn returned (kept across
+// attempts), how many times fn ran, and nil on success; otherwise the error
+// that ended the phase: one wrapping ErrRecoveryBudgetExceeded and the last
+// failure when the retries ran out, the session's cause (a *VerdictError,
+// ErrSessionStopped, ...) when the session ended, or fn's own error.
+func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx context.Context, attempt int) (partial T, err error)) (partial T, attempts int, err error) {
 	if fn == nil {
-		return res, fmt.Errorf("%w: phase %q: nil function", ErrInvalidArgument, name)
+		return partial, 0, fmt.Errorf("%w: phase %q: nil function", ErrInvalidArgument, name)
 	}
 	if budget == 0 {
 		budget = s.cfg.policy.PhaseBudgets[name]
 	}
 	if budget < 0 {
-		return res, fmt.Errorf("%w: phase %q: negative budget %v", ErrInvalidArgument, name, budget)
+		return partial, 0, fmt.Errorf("%w: phase %q: negative budget %v", ErrInvalidArgument, name, budget)
 	}
 	w := s.w
 	retries := 0
 	for attempt := 1; ; attempt++ {
-		res.Attempts = attempt
+		attempts = attempt
 		actx, cancel := context.WithCancelCause(s.ctx)
 		at := &phaseAttempt{cancel: cancel}
 		now := w.clock.Now()
@@ -68,7 +59,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		if s.r().attempt != nil {
 			w.mu.Unlock()
 			cancel(nil)
-			return res, fmt.Errorf("%w: session %q: phase %q: another RunPhase is running on this session", ErrInvalidArgument, s.id, name)
+			return partial, attempts, fmt.Errorf("%w: session %q: phase %q: another RunPhase is running on this session", ErrInvalidArgument, s.id, name)
 		}
 		s.rw().attempt = at
 		s.rare.backingOff = false
@@ -83,12 +74,11 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 			p, err := fn(ctx, attempt)
 			pmu.Lock()
 			if !over {
-				res.Partial = p
+				partial = p
 			}
 			pmu.Unlock()
 			return err
 		}
-		var err error
 		if budget > 0 {
 			err = Within(actx, LayerPhase, name, budget, run)
 		} else {
@@ -105,25 +95,17 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		cause := context.Cause(actx)
 		cancel(nil)
 		if err == nil {
-			return res, nil
+			return partial, attempts, nil
 		}
 		var v *VerdictError
 		if !errors.As(err, &v) {
 			errors.As(cause, &v)
 		}
 		if v == nil || !v.Recoverable || s.ctx.Err() != nil {
-			res.StopReasonCode = StopFailed
-			if v != nil {
-				res.StopReasonCode = v.StopReasonCode()
-			}
 			if c := context.Cause(s.ctx); c != nil {
 				err = c
-				var sv *VerdictError
-				if errors.As(c, &sv) {
-					res.StopReasonCode = sv.StopReasonCode()
-				}
 			}
-			return res, err
+			return partial, attempts, err
 		}
 		// Time the retry from the verdict's instant, not from when this
 		// goroutine got here, so that a fake clock gives the same log and
@@ -135,18 +117,17 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		retry, backoff := decide.Retry(retries, s.cfg.recoveryBudget, s.cfg.recoveryBackoff)
 		if !retry {
 			e := s.event(KindRecoveryBudgetExceeded, failedAt)
-			e.Phase, e.Attempt, e.Reason, e.StopReasonCode = name, attempt, v.Reason, StopRecoveryBudgetExceeded
+			e.Handler, e.Layer, e.Attempt, e.Reason = name, string(LayerPhase), attempt, v.reason
 			w.record(nil, e)
-			res.StopReasonCode = StopRecoveryBudgetExceeded
-			return res, fmt.Errorf("%w: phase %q after %d attempts: %w", ErrRecoveryBudgetExceeded, name, attempt, v)
+			return partial, attempts, fmt.Errorf("%w: phase %q after %d attempts: %w", ErrRecoveryBudgetExceeded, name, attempt, v)
 		}
 		retries++
 		e := s.event(KindRetry, failedAt)
-		e.Phase, e.Attempt, e.Reason = name, attempt+1, v.Reason
+		e.Handler, e.Layer, e.Attempt, e.Reason = name, string(LayerPhase), attempt+1, v.reason
 		e.LimitSeconds = backoff.Seconds()
 		w.record(nil, e)
 		w.log.Info("watchdog: retrying phase", zap.String("session_id", s.id), zap.String("phase", name),
-			zap.Int("attempt", attempt+1), zap.String("reason", v.Reason), zap.Duration("backoff", backoff))
+			zap.Int("attempt", attempt+1), zap.String("reason", v.reason), zap.Duration("backoff", backoff))
 		w.mu.Lock()
 		s.rw().backingOff = true // waiting to retry is not idleness
 		w.mu.Unlock()
@@ -155,12 +136,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		s.rare.backingOff = false
 		w.mu.Unlock()
 		if err != nil {
-			res.StopReasonCode = StopCanceled
-			var sv *VerdictError
-			if errors.As(err, &sv) {
-				res.StopReasonCode = sv.StopReasonCode()
-			}
-			return res, err
+			return partial, attempts, err
 		}
 	}
 }

@@ -26,12 +26,13 @@ func TestPhaseThatIdlesTwiceSucceedsOnTheThirdAttempt(t *testing.T) {
 
 	attempts := make(chan int)
 	type out struct {
-		res watchdog.PhaseResult[string]
-		err error
+		partial  string
+		attempts int
+		err      error
 	}
 	done := make(chan out, 1)
 	go func() {
-		res, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (string, error) {
+		partial, n, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (string, error) {
 			attempts <- attempt
 			if attempt < 3 {
 				<-ctx.Done() // the agent hangs silently
@@ -39,7 +40,7 @@ func TestPhaseThatIdlesTwiceSucceedsOnTheThirdAttempt(t *testing.T) {
 			}
 			return "done", nil
 		})
-		done <- out{res, err}
+		done <- out{partial, n, err}
 	}()
 	require.Equal(t, 1, <-attempts)
 	advance(t, mock, 10*time.Second+1, w) // idle: attempt 1 is cancelled
@@ -50,9 +51,8 @@ func TestPhaseThatIdlesTwiceSucceedsOnTheThirdAttempt(t *testing.T) {
 	require.Equal(t, 3, <-attempts)
 	o := <-done
 	require.NoError(t, o.err)
-	assert.Equal(t, 3, o.res.Attempts)
-	assert.Equal(t, "done", o.res.Partial)
-	assert.Empty(t, o.res.StopReasonCode)
+	assert.Equal(t, 3, o.attempts)
+	assert.Equal(t, "done", o.partial)
 	require.NoError(t, s.Context().Err(), "idleness ended attempts, not the session")
 
 	require.NoError(t, w.Check(context.Background()))
@@ -61,7 +61,8 @@ func TestPhaseThatIdlesTwiceSucceedsOnTheThirdAttempt(t *testing.T) {
 	r := ofKind(evs, watchdog.KindRetry)
 	require.Len(t, r, 2)
 	assert.Equal(t, []int{2, 3}, []int{r[0].Attempt, r[1].Attempt})
-	assert.Equal(t, "implement", r[0].Phase)
+	assert.Equal(t, "implement", r[0].Handler)
+	assert.Equal(t, "phase", r[0].Layer)
 	assert.Empty(t, ofKind(evs, watchdog.KindCancel))
 }
 
@@ -77,17 +78,18 @@ func TestPhaseRetriesRunOutWithTheLastPartialResult(t *testing.T) {
 	require.NoError(t, err)
 	attempts := make(chan int)
 	type out struct {
-		res watchdog.PhaseResult[string]
-		err error
+		partial  string
+		attempts int
+		err      error
 	}
 	done := make(chan out, 1)
 	go func() {
-		res, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (string, error) {
+		partial, n, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (string, error) {
 			attempts <- attempt
 			<-ctx.Done()
 			return fmt.Sprintf("draft %d", attempt), context.Cause(ctx)
 		})
-		done <- out{res, err}
+		done <- out{partial, n, err}
 	}()
 	require.Equal(t, 1, <-attempts)
 	advance(t, mock, 10*time.Second+1, w)
@@ -97,15 +99,15 @@ func TestPhaseRetriesRunOutWithTheLastPartialResult(t *testing.T) {
 	o := <-done
 	require.ErrorIs(t, o.err, watchdog.ErrRecoveryBudgetExceeded)
 	require.ErrorIs(t, o.err, watchdog.ErrIdleExceeded)
-	assert.Equal(t, "recovery_budget_exceeded", o.res.StopReasonCode)
-	assert.Equal(t, "draft 2", o.res.Partial)
-	assert.Equal(t, 2, o.res.Attempts)
+	assert.Equal(t, "draft 2", o.partial)
+	assert.Equal(t, 2, o.attempts)
 	require.NoError(t, w.Check(context.Background()))
 	evs := load(t, store, "s")
 	assert.Len(t, ofKind(evs, watchdog.KindRetry), 1)
 	rb := ofKind(evs, watchdog.KindRecoveryBudgetExceeded)
 	require.Len(t, rb, 1)
-	assert.Equal(t, "recovery_budget_exceeded", rb[0].StopReasonCode)
+	assert.Equal(t, "implement", rb[0].Handler)
+	assert.Equal(t, "idle_exceeded", rb[0].Reason)
 }
 
 // The wall clock and the ceilings are never retried.
@@ -116,24 +118,24 @@ func TestWallClockInsideAPhaseIsNotRetried(t *testing.T) {
 	require.NoError(t, err)
 	entered := make(chan struct{})
 	type out struct {
-		res watchdog.PhaseResult[int]
-		err error
+		partial  int
+		attempts int
+		err      error
 	}
 	done := make(chan out, 1)
 	go func() {
-		res, err := watchdog.RunPhase(s, "p", 0, func(ctx context.Context, attempt int) (int, error) {
+		partial, n, err := watchdog.RunPhase(s, "p", 0, func(ctx context.Context, attempt int) (int, error) {
 			close(entered)
 			<-ctx.Done()
 			return attempt, ctx.Err()
 		})
-		done <- out{res, err}
+		done <- out{partial, n, err}
 	}()
 	<-entered
 	advance(t, mock, 11*time.Second, w)
 	o := <-done
 	require.ErrorIs(t, o.err, watchdog.ErrWallClockExceeded)
-	assert.Equal(t, 1, o.res.Attempts)
-	assert.Equal(t, "watchdog_wall_clock_exceeded", o.res.StopReasonCode)
+	assert.Equal(t, 1, o.attempts)
 }
 
 // A phase whose function ignores its context is abandoned at its deadline
@@ -148,18 +150,19 @@ func TestAbandonedPhaseKeepsItsPartialAndDropsLateWrites(t *testing.T) {
 	require.NoError(t, err)
 	entered, late, fnDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	type out struct {
-		r   watchdog.PhaseResult[int]
-		err error
+		partial  int
+		attempts int
+		err      error
 	}
 	got := make(chan out, 1)
 	go func() {
-		r, err := watchdog.RunPhase(s, "plan", 10*time.Second, func(ctx context.Context, attempt int) (int, error) {
+		partial, n, err := watchdog.RunPhase(s, "plan", 10*time.Second, func(ctx context.Context, attempt int) (int, error) {
 			defer close(fnDone)
 			close(entered)
 			<-late // ignores its context past the grace
 			return 42, nil
 		})
-		got <- out{r, err}
+		got <- out{partial, n, err}
 	}()
 	<-entered
 	advance(t, mock, 11*time.Second, w)
@@ -167,8 +170,10 @@ func TestAbandonedPhaseKeepsItsPartialAndDropsLateWrites(t *testing.T) {
 	close(late) // the abandoned function returns now, after RunPhase did
 	<-fnDone
 	require.ErrorIs(t, o.err, watchdog.ErrDeadlineExceeded)
-	assert.Equal(t, 0, o.r.Partial)
-	assert.Equal(t, "phase_deadline_exceeded", o.r.StopReasonCode)
+	assert.Equal(t, 0, o.partial)
+	var v *watchdog.VerdictError
+	require.ErrorAs(t, o.err, &v)
+	assert.Equal(t, "phase_deadline_exceeded", v.StopReasonCode())
 }
 
 // The idle rule does not act during RunPhase's backoff between attempts: a
@@ -187,7 +192,7 @@ func TestIdleRuleIsSuspendedDuringARetryBackoff(t *testing.T) {
 	attempts := make(chan int, 4)
 	done := make(chan error, 1)
 	go func() {
-		_, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (string, error) {
+		_, _, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (string, error) {
 			attempts <- attempt
 			<-ctx.Done()
 			return "", context.Cause(ctx)

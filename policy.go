@@ -117,8 +117,8 @@ type Policy struct {
 	// means ModeAct. JSON: mode.
 	Mode Mode
 
-	// RuleModes sets the mode of single rules, keyed by RuleWallClock,
-	// RuleSessionCeiling, RuleChildrenWait or RuleIdle. JSON: rule_modes.
+	// RuleModes sets the mode of single rules, keyed by a rule's name ("wall_clock",
+	// "session_ceiling", "children_wait" or "idle". JSON: rule_modes.
 	RuleModes map[string]Mode
 
 	// Channels names evidence channels beyond the four built-in ones
@@ -315,7 +315,7 @@ func (p Policy) Validate() error {
 	for rule, m := range p.RuleModes {
 		if _, ok := ruleByName[rule]; !ok && !user[rule] {
 			return fmt.Errorf("%w: rule_modes: unknown rule %q (want %s, %s, %s, %s or one of liveness_rules)", ErrInvalidPolicy, rule,
-				RuleWallClock, RuleSessionCeiling, RuleChildrenWait, RuleIdle)
+				ruleWallClock, ruleSessionCeiling, ruleChildrenWait, ruleIdle)
 		}
 		if err := validMode("rule_modes["+rule+"]", m); err != nil {
 			return err

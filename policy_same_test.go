@@ -39,7 +39,7 @@ func TestPolicySameCoversEveryField(t *testing.T) {
 func TestSessionsShareConfigOnlyForTheSamePolicy(t *testing.T) {
 	w := New()
 	defer w.Close(t.Context())
-	p := Policy{WallClock: time.Hour, RuleModes: map[string]Mode{RuleIdle: ModeShadow}}
+	p := Policy{WallClock: time.Hour, RuleModes: map[string]Mode{ruleIdle: ModeShadow}}
 	a, err := w.Start(t.Context(), "a", time.Now(), p)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func TestSessionsShareConfigOnlyForTheSamePolicy(t *testing.T) {
 		t.Error("two sessions under the same Policy value do not share their config")
 	}
 	q := p
-	q.RuleModes = map[string]Mode{RuleIdle: ModeAct}
+	q.RuleModes = map[string]Mode{ruleIdle: ModeAct}
 	c, err := w.Start(t.Context(), "c", time.Now(), q)
 	if err != nil {
 		t.Fatal(err)
@@ -62,12 +62,12 @@ func TestSessionsShareConfigOnlyForTheSamePolicy(t *testing.T) {
 	}
 	// A map changed in place after a Start is a different policy, and the
 	// first session keeps the policy it was started with.
-	p.RuleModes[RuleIdle] = ModeAct
+	p.RuleModes[ruleIdle] = ModeAct
 	d, err := w.Start(t.Context(), "d", time.Now(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.cfg == a.cfg || a.cfg.policy.RuleModes[RuleIdle] != ModeShadow {
+	if d.cfg == a.cfg || a.cfg.policy.RuleModes[ruleIdle] != ModeShadow {
 		t.Error("a policy map changed in place reused or changed the first session's config")
 	}
 	if FromContext(c.Context()) != c {

@@ -87,7 +87,7 @@ func Replay(events []Event) ([]Mismatch, error) {
 				v := decide.Liveness(pre, true, e.OccurredAt, checks, l.SettleInterval, e.Mode == ModeShadow, false)
 				want := v.Record && e.Kind == KindVerdict || v.Action != decide.Continue && e.Kind == KindDecision
 				if !want || v.Stale != e.SettleCount || e.SettleCount < 1 || e.SettleCount > checks {
-					bad(e, fmt.Sprintf("%s rule=%s settle=%d/%d", e.Verdict, e.Rule, e.SettleCount, e.SettleChecks),
+					bad(e, fmt.Sprintf("%s rule=%s settle=%d/%d", verdictLabel(e.Kind), e.Rule, e.SettleCount, e.SettleChecks),
 						fmt.Sprintf("the settle discipline of %d checks", checks))
 				}
 				continue
@@ -105,7 +105,7 @@ func Replay(events []Event) ([]Mismatch, error) {
 			if e.Kind == KindVerdict && e.SettleCount > 0 {
 				sn.State.StaleChecks = e.SettleCount - 1
 			}
-			if e.Kind == KindDecision && e.Rule == RuleIdle {
+			if e.Kind == KindDecision && e.Rule == ruleIdle {
 				sn.State.StaleChecks = l.SettleChecks - 1
 			}
 			v := decide.Decide(l, sn, e.OccurredAt)
@@ -126,7 +126,7 @@ func Replay(events []Event) ([]Mismatch, error) {
 			if got != want {
 				bad(e, want, got)
 			}
-			if e.Mode == ModeShadow && e.Rule != RuleIdle {
+			if e.Mode == ModeShadow && e.Rule != ruleIdle {
 				if r, ok := ruleByName[e.Rule]; ok {
 					advised[k] = advised[k].With(r)
 				}

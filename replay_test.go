@@ -80,7 +80,7 @@ func simulate(t *testing.T, seed uint64) ([]byte, []watchdog.Event) {
 			Channels:            []string{"browser"},
 		}
 		if r.IntN(4) == 0 {
-			p.RuleModes = map[string]watchdog.Mode{watchdog.RuleIdle: watchdog.ModeShadow}
+			p.RuleModes = map[string]watchdog.Mode{"idle": watchdog.ModeShadow}
 		}
 		if r.IntN(8) == 0 {
 			p.Mode = watchdog.ModeShadow
@@ -188,7 +188,7 @@ func TestReplayReportsATamperedEvent(t *testing.T) {
 
 	tampered := 0
 	for i, e := range evs {
-		if e.Kind != watchdog.KindDecision || e.Rule != watchdog.RuleIdle && e.Rule != watchdog.RuleWallClock {
+		if e.Kind != watchdog.KindDecision || e.Rule != "idle" && e.Rule != "wall_clock" {
 			continue
 		}
 		bad := append([]watchdog.Event(nil), evs...)

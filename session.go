@@ -216,7 +216,7 @@ func (s *Session) stop(code string) (bool, error) {
 	w.heap.Remove(&s.item)
 	s.dropWaiterLocked()
 	e := s.event(KindStop, now)
-	e.Reason, e.StopReasonCode = code, code
+	e.Reason = code
 	w.record(nil, e)
 	w.mu.Unlock()
 	s.cancel(ErrSessionStopped)

@@ -31,14 +31,14 @@ func TestShadowModeRecordsTheDecisionAndLeavesTheSessionRunning(t *testing.T) {
 	assert.Equal(t, "wall_clock", decs[1].Rule)
 	for _, d := range decs {
 		assert.Equal(t, watchdog.ModeShadow, d.Mode)
-		assert.Equal(t, "HARD_STOP", d.Verdict)
+		assert.Equal(t, "HARD_STOP", jsonField(t, d, "verdict"))
 	}
 	assert.Empty(t, ofKind(evs, watchdog.KindCancel))
 	require.NoError(t, s.Stop())
 
 	// One rule in shadow, the others act.
 	p.Mode = ""
-	p.RuleModes = map[string]watchdog.Mode{watchdog.RuleIdle: watchdog.ModeShadow}
+	p.RuleModes = map[string]watchdog.Mode{"idle": watchdog.ModeShadow}
 	s, err = w.Start(context.Background(), "mixed", mock.Now(), p)
 	require.NoError(t, err)
 	advance(t, mock, time.Minute, w)
@@ -55,7 +55,7 @@ func TestShadowIdleAdvisesAgainInTheNextEpisode(t *testing.T) {
 	store := watchdog.NewMemoryStore()
 	w := newWatchdog(t, mock, store)
 	p := idlePolicy()
-	p.RuleModes = map[string]watchdog.Mode{watchdog.RuleIdle: watchdog.ModeShadow}
+	p.RuleModes = map[string]watchdog.Mode{"idle": watchdog.ModeShadow}
 	s, err := w.Start(context.Background(), "s", t0, p)
 	require.NoError(t, err)
 	advance(t, mock, 15*time.Second, w) // episode 1: advised once
@@ -74,7 +74,7 @@ func TestChildWaitCeilingAppliesAfterAShadowAdvice(t *testing.T) {
 	store := watchdog.NewMemoryStore()
 	w := newWatchdog(t, mock, store)
 	p := watchdog.Policy{WallClock: time.Minute, ChildrenWaitCeiling: 30 * time.Second,
-		RuleModes: map[string]watchdog.Mode{watchdog.RuleWallClock: watchdog.ModeShadow}}
+		RuleModes: map[string]watchdog.Mode{"wall_clock": watchdog.ModeShadow}}
 	s, err := w.Start(context.Background(), "s", t0, p)
 	require.NoError(t, err)
 	advance(t, mock, 2*time.Minute, w) // wall clock advised
@@ -93,7 +93,7 @@ func TestIdleRuleAppliesAfterAWaitWhenTheWallClockIsInShadow(t *testing.T) {
 	store := watchdog.NewMemoryStore()
 	w := newWatchdog(t, mock, store)
 	p := watchdog.Policy{WallClock: time.Minute, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1,
-		RuleModes: map[string]watchdog.Mode{watchdog.RuleWallClock: watchdog.ModeShadow}}
+		RuleModes: map[string]watchdog.Mode{"wall_clock": watchdog.ModeShadow}}
 	s, err := w.Start(context.Background(), "s", t0, p)
 	require.NoError(t, err)
 	s.Touch(watchdog.ChannelStdout)

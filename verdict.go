@@ -212,7 +212,7 @@ func (w *Watchdog) cancelAttemptLocked(s *Session, ve *VerdictError, now time.Ti
 	at := s.rare.attempt // the caller saw it set
 	s.rare.attempt = nil
 	e := s.event(KindAttemptCancelled, now)
-	e.Reason, e.Rule, e.Verdict, e.DecidedByDecisionID = ve.Reason, ve.Rule, verdictHardStop, ve.DecisionID
+	e.Reason, e.Rule, e.DecidedByDecisionID = ve.reason, ve.Rule, ve.DecisionID
 	e.Recoverable = &ve.Recoverable
 	e.MeasureSeconds, e.LimitSeconds = ve.Elapsed.Seconds(), ve.Budget.Seconds()
 	w.record(ef, e)
@@ -268,7 +268,7 @@ func (c *firedCause) verdictWithID(decisionID string) VerdictError {
 	s := (*Session)(c)
 	e := s.end
 	return VerdictError{
-		SessionID: s.id, Window: int(s.window), Rule: ruleNames[e.rule], Reason: e.rule.Reason(),
+		SessionID: s.id, Window: int(s.window), Rule: ruleNames[e.rule], reason: e.rule.Reason(),
 		Elapsed: e.elapsed, Budget: e.budget, FiredAt: time.Unix(0, e.at).UTC(),
 		Recoverable: e.rule.Recoverable(), DecisionID: decisionID,
 	}
@@ -345,7 +345,7 @@ func (s *Session) decisionFacts(sn decide.Snapshot, v decide.Verdict, now time.T
 // now, whose decision event is decisionID.
 func (s *Session) verdict(v decide.Verdict, now time.Time, decisionID string) *VerdictError {
 	return &VerdictError{
-		SessionID: s.id, Window: int(s.window), Rule: ruleNames[v.Rule], Reason: v.Rule.Reason(),
+		SessionID: s.id, Window: int(s.window), Rule: ruleNames[v.Rule], reason: v.Rule.Reason(),
 		Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: now.UTC(),
 		Recoverable: v.Rule.Recoverable(), DecisionID: decisionID,
 	}
@@ -357,7 +357,6 @@ func (s *Session) verdict(v decide.Verdict, now time.Time, decisionID string) *V
 func (s *Session) event(kind string, now time.Time) Event {
 	now = now.UTC()
 	return Event{
-		AggregateType:           aggregateType,
 		AggregateID:             s.id,
 		Kind:                    kind,
 		Window:                  int(s.window),
@@ -377,7 +376,7 @@ func (w *Watchdog) newID() string { return w.ids.String(w.ids.Next()) }
 // or a stale observation inside the settle window.
 func (s *Session) verdictEvent(sn decide.Snapshot, v decide.Verdict, now time.Time) Event {
 	e := s.event(KindVerdict, now)
-	e.Verdict, e.Rule = verdictContinue, ruleNames[v.Rule]
+	e.Rule = ruleNames[v.Rule]
 	e.MeasureSeconds, e.LimitSeconds = v.Elapsed.Seconds(), v.Budget.Seconds()
 	e.EvidenceSummary = s.summary(sn, now)
 	e.ActiveChannel = activeName(s, v.ActiveChannel)
@@ -405,7 +404,7 @@ func activeName(s *Session, i int) string {
 func (s *Session) decisionEvent(id string, f *decisionFacts, mode Mode, summary []EvidenceEntry) Event {
 	e := s.event(KindDecision, f.now)
 	e.ID = id
-	e.Verdict, e.Rule, e.Mode, e.Reason = verdictHardStop, ruleNames[f.rule], mode, f.rule.Reason()
+	e.Rule, e.Mode, e.Reason = ruleNames[f.rule], mode, f.rule.Reason()
 	rec := f.rule.Recoverable()
 	e.Recoverable = &rec
 	e.MeasureSeconds, e.LimitSeconds = f.elapsed.Seconds(), f.budget.Seconds()
@@ -424,8 +423,8 @@ func (s *Session) decisionEvent(id string, f *decisionFacts, mode Mode, summary 
 func (s *Session) cancelEvent(id string, ve *VerdictError, summary []EvidenceEntry, childWait time.Duration, now time.Time) Event {
 	e := s.event(KindCancel, now)
 	e.ID = id
-	e.Reason, e.StopReasonCode, e.FiredAt = ve.Reason, ve.StopReasonCode(), e.OccurredAt
-	e.Verdict, e.Rule, e.DecidedByDecisionID = verdictHardStop, ve.Rule, ve.DecisionID
+	e.Reason, e.FiredAt = ve.reason, e.OccurredAt
+	e.Rule, e.DecidedByDecisionID = ve.Rule, ve.DecisionID
 	e.Recoverable = &ve.Recoverable
 	e.MeasureSeconds, e.LimitSeconds = ve.Elapsed.Seconds(), ve.Budget.Seconds()
 	e.EvidenceSummary = summary

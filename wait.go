@@ -108,7 +108,7 @@ func (wt *waiter) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 	s.rare.waiter = nil
 	s.since = toNanos(now)
 	e := s.event(KindWaitTimeout, now)
-	e.Verdict, e.Reason, e.Generation = verdictContinue, "wait_timeout", wt.gen
+	e.Reason, e.Generation = "wait_timeout", wt.gen
 	e.MeasureSeconds, e.LimitSeconds = now.Sub(wt.from).Seconds(), wt.d.Seconds()
 	w.record(ef, e)
 	if !s.r().acting {

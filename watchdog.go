@@ -25,17 +25,16 @@ import (
 // deadline heap: no goroutine, ticker or timer per session. Create it with New
 // and release it with Close. All methods are safe for concurrent use.
 type Watchdog struct {
-	clock      Clock
-	store      EventStore
-	log        *zap.Logger
-	rec        *record.Recorder[entry, Event]
-	act        *actor
-	action     func(ctx context.Context, s *Session, v *VerdictError) error
-	obs        Observer
-	abandoned  atomic.Int64 // handler goroutines abandoned at deadline + grace
-	running    atomic.Int64 // handler goroutines still running after abandonment
-	resolution time.Duration
-	coarse     coarseClock
+	clock     Clock
+	store     EventStore
+	log       *zap.Logger
+	rec       *record.Recorder[entry, Event]
+	act       *actor
+	action    func(ctx context.Context, s *Session, v *VerdictError) error
+	obs       Observer
+	abandoned atomic.Int64 // handler goroutines abandoned at deadline + grace
+	running   atomic.Int64 // handler goroutines still running after abandonment
+	coarse    coarseClock
 
 	ids record.IDs
 
@@ -109,18 +108,17 @@ func New(opts ...Option) *Watchdog {
 		c.idPrefix = hex.EncodeToString(b[:]) + "-"
 	}
 	w := &Watchdog{
-		clock:      c.clock,
-		store:      c.store,
-		log:        c.log,
-		action:     c.action,
-		resolution: c.resolution,
-		ids:        record.IDs{Prefix: c.idPrefix},
-		layers:     make(map[*layer]struct{}),
-		obs:        c.obs,
-		rt:         rt,
-		bs:         bs,
-		wakeCh:     make(chan struct{}, 1),
-		checkCh:    make(chan chan struct{}),
+		clock:   c.clock,
+		store:   c.store,
+		log:     c.log,
+		action:  c.action,
+		ids:     record.IDs{Prefix: c.idPrefix},
+		layers:  make(map[*layer]struct{}),
+		obs:     c.obs,
+		rt:      rt,
+		bs:      bs,
+		wakeCh:  make(chan struct{}, 1),
+		checkCh: make(chan chan struct{}),
 		sessions: index.Index[Session]{
 			Key:  func(s *Session) string { return s.id },
 			Slot: func(s *Session) *int32 { return &s.item.Aux },

@@ -50,7 +50,7 @@ func TestCliTodoLoopIsCancelledJustPastItsTenSecondBudget(t *testing.T) {
 	var v *watchdog.VerdictError
 	require.ErrorAs(t, cause, &v)
 	assert.Equal(t, "cli-todo", v.SessionID)
-	assert.Equal(t, "wall_clock_exceeded", v.Reason)
+	assert.Equal(t, "watchdog_wall_clock_exceeded", v.StopReasonCode())
 	assert.Equal(t, 10*time.Second+time.Nanosecond, v.Elapsed)
 	assert.Equal(t, 10*time.Second, v.Budget)
 
@@ -68,17 +68,17 @@ func TestCliTodoLoopIsCancelledJustPastItsTenSecondBudget(t *testing.T) {
 	evs := load(t, store, "cli-todo")
 	require.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
 	d, c := evs[1], evs[2]
-	assert.Equal(t, "HARD_STOP", d.Verdict)
+	assert.Equal(t, "HARD_STOP", jsonField(t, d, "verdict"))
 	assert.Equal(t, watchdog.ModeAct, d.Mode)
 	assert.Equal(t, "wall_clock", d.Rule)
 	assert.Equal(t, d.ID, c.DecidedByDecisionID, "the outcome links its decision")
 	require.NotNil(t, c.Recoverable)
 	assert.False(t, *c.Recoverable, "the wall clock is never retried by a recovery layer")
-	assert.Equal(t, "runtime_control", c.AggregateType)
+	assert.Equal(t, "runtime_control", jsonField(t, c, "aggregate_type"))
 	assert.Equal(t, "cli-todo", c.AggregateID)
 	assert.Equal(t, "runtime.watchdog.cancel", c.Kind)
 	assert.Equal(t, "wall_clock_exceeded", c.Reason)
-	assert.Equal(t, "watchdog_wall_clock_exceeded", c.StopReasonCode)
+	assert.Equal(t, "watchdog_wall_clock_exceeded", jsonField(t, c, "stop_reason_code"))
 	assert.Equal(t, 1, c.Window)
 	assert.Equal(t, t0, c.SessionStartedAt)
 	assert.Equal(t, t0, c.WindowStartedAt)
@@ -128,7 +128,7 @@ func TestStopRecordsTerminalEventAndNothingFiresAfterIt(t *testing.T) {
 	advance(t, mock, time.Hour, w)
 	evs := load(t, store, "s")
 	require.Equal(t, []string{watchdog.KindStart, watchdog.KindStop}, kinds(evs))
-	assert.Equal(t, "completed", evs[1].StopReasonCode)
+	assert.Equal(t, "completed", jsonField(t, evs[1], "stop_reason_code"))
 	assert.InDelta(t, 0.5, evs[1].ElapsedSeconds, 1e-9)
 }
 
@@ -453,7 +453,7 @@ func TestRunRecordsHowTheLoopEndedAsItsStopReasonCode(t *testing.T) {
 	for id, code := range map[string]string{"ok": "completed", "bad": "failed", "cancelled": "canceled", "panics": "failed"} {
 		evs := load(t, store, id)
 		require.Equal(t, []string{watchdog.KindStart, watchdog.KindStop}, kinds(evs), id)
-		assert.Equal(t, code, evs[1].StopReasonCode, id)
+		assert.Equal(t, code, jsonField(t, evs[1], "stop_reason_code"), id)
 	}
 }
 
@@ -551,7 +551,7 @@ func TestFollowNeedsASubscriber(t *testing.T) {
 }
 
 func TestEventJSONKeepsUnknownFields(t *testing.T) {
-	in := `{"event_id":"e1","seq":7,"aggregate_type":"runtime_control","aggregate_id":"s","event_kind":"runtime.watchdog.cancel","window":2,"reason":"wall_clock_exceeded","session_started_at":"2026-05-23T09:00:00Z","window_started_at":"2026-05-23T09:00:00Z","occurred_at":"2026-05-23T09:00:10Z","fired_at":"2026-05-23T09:00:10Z","elapsed_seconds":10,"configured_budget_seconds":10,"from_the_future":{"x":[1,2]},"note":"hi"}`
+	in := `{"event_id":"e1","seq":7,"aggregate_type":"runtime_control","aggregate_id":"s","event_kind":"runtime.watchdog.cancel","window":2,"reason":"wall_clock_exceeded","session_started_at":"2026-05-23T09:00:00Z","window_started_at":"2026-05-23T09:00:00Z","occurred_at":"2026-05-23T09:00:10Z","fired_at":"2026-05-23T09:00:10Z","elapsed_seconds":10,"configured_budget_seconds":10,"verdict":"HARD_STOP","stop_reason_code":"watchdog_wall_clock_exceeded","from_the_future":{"x":[1,2]},"note":"hi"}`
 	var e watchdog.Event
 	require.NoError(t, json.Unmarshal([]byte(in), &e))
 	assert.Equal(t, "s", e.AggregateID)
@@ -560,4 +560,40 @@ func TestEventJSONKeepsUnknownFields(t *testing.T) {
 	out, err := json.Marshal(e)
 	require.NoError(t, err)
 	assert.JSONEq(t, in, string(out))
+}
+
+// The contract's fields that restate others (aggregate_type, verdict,
+// stop_reason_code) are written from the fields they derive from, and what
+// a log says in them is not trusted: a stop always reads as stopped for its
+// reason, a cancel as a HARD_STOP.
+func TestEventJSONDerivesVerdictAndStopReasonCode(t *testing.T) {
+	for _, tc := range []struct {
+		in                      string
+		verdict, stopReasonCode any
+	}{
+		{`{"event_kind":"runtime.watchdog.cancel","reason":"idle_exceeded","verdict":"CONTINUE","stop_reason_code":"completed","aggregate_type":"other"}`, "HARD_STOP", "watchdog_idle_exceeded"},
+		{`{"event_kind":"runtime.watchdog.stop","reason":"completed","stop_reason_code":"watchdog_idle_exceeded"}`, nil, "completed"},
+		{`{"event_kind":"runtime.watchdog.verdict","rule":"idle","verdict":"HARD_STOP"}`, "CONTINUE", nil},
+		{`{"event_kind":"runtime.watchdog.decision","rule":"idle","reason":"idle_exceeded"}`, "HARD_STOP", nil},
+		{`{"event_kind":"runtime.watchdog.wait_timeout","reason":"wait_timeout"}`, "CONTINUE", nil},
+		{`{"event_kind":"runtime.watchdog.retry","reason":"idle_exceeded"}`, nil, nil},
+	} {
+		var e watchdog.Event
+		require.NoError(t, json.Unmarshal([]byte(tc.in), &e), tc.in)
+		assert.Empty(t, e.Extra, tc.in)
+		assert.Equal(t, "runtime_control", jsonField(t, e, "aggregate_type"), tc.in)
+		assert.Equal(t, tc.verdict, jsonField(t, e, "verdict"), tc.in)
+		assert.Equal(t, tc.stopReasonCode, jsonField(t, e, "stop_reason_code"), tc.in)
+	}
+}
+
+// A log written before RunPhase's events named their phase in handler (with
+// layer "phase") still decodes: its phase field becomes the handler.
+func TestEventJSONReadsAnOlderLogsPhaseAsItsHandler(t *testing.T) {
+	var e watchdog.Event
+	require.NoError(t, json.Unmarshal([]byte(`{"event_kind":"runtime.watchdog.retry","phase":"plan","attempt":2}`), &e))
+	assert.Equal(t, "plan", e.Handler)
+	assert.Equal(t, "phase", e.Layer)
+	assert.Empty(t, e.Extra)
+	assert.Nil(t, jsonField(t, e, "phase"), "written back in handler only")
 }

@@ -25,12 +25,12 @@ func BenchmarkHooks(b *testing.B) {
 	b.Run("layer", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			c := obs.OnHandlerStart(ctx, watchdog.LayerHandler, "web_search", 2*time.Second)
-			obs.OnHandlerEnd(c, watchdog.LayerHandler, "web_search", nil, nil)
+			_, end := obs.OnHandler(ctx, watchdog.LayerHandler, "web_search", 2*time.Second)
+			end(nil, nil)
 		}
 	})
 	b.Run("event", func(b *testing.B) {
-		e := watchdog.Event{Kind: watchdog.KindCancel, Reason: "wall_clock_exceeded", Rule: watchdog.RuleWallClock, Verdict: "HARD_STOP"}
+		e := watchdog.Event{Kind: watchdog.KindCancel, Reason: "wall_clock_exceeded", Rule: "wall_clock"}
 		b.ReportAllocs()
 		for b.Loop() {
 			obs.OnEvent(e)

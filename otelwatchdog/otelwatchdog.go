@@ -184,11 +184,12 @@ func (c *attrCache) get(k attrKey, build func() []attribute.KeyValue) metric.Mea
 // New creates the instruments once and returns a watchdog.Observer whose
 // hooks record them and trace every deadline layer:
 //
-//   - OnHandlerStart records MetricHandlerDeadlineRemaining and starts a span
+//   - OnHandler records MetricHandlerDeadlineRemaining and starts a span
 //     named "<layer> <name>" (for example "handler web_search"), a child of
 //     the span in the caller's context, and returns the context carrying it
 //     (the layer's function runs under it).
-//   - OnHandlerEnd, when the deadline fired, adds
+//   - When the layer ends, if the deadline fired, the function OnHandler
+//     returned adds
 //     MetricHandlerDeadlineExceeded and a span event named after the
 //     overrun's event_kind (runtime.handler.deadline_exceeded) with its
 //     dying span, budget, elapsed time and event_id; when the layer ended
@@ -196,7 +197,7 @@ func (c *attrCache) get(k attrKey, build func() []attribute.KeyValue) metric.Mea
 //   - OnSchedulerTick records MetricSchedulerTickLateness.
 //   - OnEvent adds MetricEvents.
 //
-// The measurements of OnHandlerStart and OnHandlerEnd are made with the
+// The measurements of OnHandler and its end function are made with the
 // layer's context, so an SDK that keeps exemplars links them to the layer's
 // span. The hooks are safe for concurrent use and do not block. The
 // Observer can serve any number of Watchdogs.
@@ -238,17 +239,12 @@ func New(opts ...Option) (watchdog.Observer, error) {
 		metric.WithDescription("Events the watchdog recorded (verdicts, decisions, cancels, overruns), by kind and reason."))
 	return watchdog.Observer{
 		OnEvent:         a.onEvent,
-		OnHandlerStart:  a.onHandlerStart,
-		OnHandlerEnd:    a.onHandlerEnd,
+		OnHandler:       a.onHandler,
 		OnSchedulerTick: a.onSchedulerTick,
 	}, errors.Join(errs[:]...)
 }
 
-// spanKey marks the span this adapter started, so that OnHandlerEnd ends
-// its own span and never one it did not start.
-type spanKey struct{}
-
-func (a *adapter) onHandlerStart(ctx context.Context, layer watchdog.Layer, name string, remaining time.Duration) context.Context {
+func (a *adapter) onHandler(ctx context.Context, layer watchdog.Layer, name string, remaining time.Duration) (context.Context, func(error, *watchdog.Event)) {
 	attrs := make([]attribute.KeyValue, 0, 5)
 	attrs = append(attrs,
 		SpanAttrLayer.String(string(layer)),
@@ -263,21 +259,15 @@ func (a *adapter) onHandlerStart(ctx context.Context, layer watchdog.Layer, name
 		func() []attribute.KeyValue {
 			return []attribute.KeyValue{AttrHandler.String(name), AttrLayer.String(string(layer))}
 		}))
-	return context.WithValue(ctx, spanKey{}, span)
+	return ctx, func(err error, overrun *watchdog.Event) { a.onHandlerEnd(ctx, span, layer, name, err, overrun) }
 }
 
-func (a *adapter) onHandlerEnd(ctx context.Context, layer watchdog.Layer, name string, err error, overrun *watchdog.Event) {
-	span, _ := ctx.Value(spanKey{}).(trace.Span)
+func (a *adapter) onHandlerEnd(ctx context.Context, span trace.Span, layer watchdog.Layer, name string, err error, overrun *watchdog.Event) {
 	if overrun != nil {
 		a.exceeded.Add(ctx, 1, a.attrs.get(attrKey{metric: MetricHandlerDeadlineExceeded, a: [5]string{name, string(layer), overrun.DyingSpan}},
 			func() []attribute.KeyValue {
 				return []attribute.KeyValue{AttrHandler.String(name), AttrLayer.String(string(layer)), AttrDyingSpan.String(overrun.DyingSpan)}
 			}))
-	}
-	if span == nil {
-		return
-	}
-	if overrun != nil {
 		span.SetAttributes(SpanAttrDeadlineExceeded.Bool(true), SpanAttrDyingSpan.String(overrun.DyingSpan))
 		span.AddEvent(overrun.Kind, trace.WithAttributes(
 			SpanAttrEventID.String(overrun.ID),
@@ -299,8 +289,19 @@ func (a *adapter) onSchedulerTick(lateness time.Duration) {
 	a.lateness.Record(context.Background(), ms(lateness))
 }
 
+// verdict is the verdict label the log records beside an event of kind.
+func verdict(kind string) string {
+	switch kind {
+	case watchdog.KindVerdict, watchdog.KindWaitTimeout:
+		return "CONTINUE"
+	case watchdog.KindDecision, watchdog.KindCancel, watchdog.KindAttemptCancelled:
+		return "HARD_STOP"
+	}
+	return ""
+}
+
 func (a *adapter) onEvent(e watchdog.Event) {
-	k := attrKey{metric: MetricEvents, a: [5]string{e.Kind, e.Reason, e.Rule, string(e.Mode), e.Verdict}}
+	k := attrKey{metric: MetricEvents, a: [5]string{e.Kind, e.Reason, e.Rule, string(e.Mode), verdict(e.Kind)}}
 	a.events.Add(context.Background(), 1, a.attrs.get(k, func() []attribute.KeyValue {
 		attrs := []attribute.KeyValue{AttrEventKind.String(e.Kind)}
 		for i, key := range [...]attribute.Key{AttrReason, AttrRule, AttrMode, AttrVerdict} {

@@ -312,7 +312,7 @@ func TestWallClockCancelCounters(t *testing.T) {
 	ms := f.collect(t)
 	kind := otelwatchdog.AttrEventKind.String
 	reason := otelwatchdog.AttrReason.String("wall_clock_exceeded")
-	rule := otelwatchdog.AttrRule.String(watchdog.RuleWallClock)
+	rule := otelwatchdog.AttrRule.String("wall_clock")
 	hardStop := otelwatchdog.AttrVerdict.String("HARD_STOP")
 	act := otelwatchdog.AttrMode.String(string(watchdog.ModeAct))
 	assert.Equal(t, map[attribute.Distinct]int64{
@@ -428,14 +428,12 @@ func TestNewDefaults(t *testing.T) {
 	obs, err := otelwatchdog.New(nil, otelwatchdog.WithMeterProvider(nil), otelwatchdog.WithTracerProvider(nil))
 	require.NoError(t, err)
 	require.NotNil(t, obs.OnEvent)
-	require.NotNil(t, obs.OnHandlerStart)
-	require.NotNil(t, obs.OnHandlerEnd)
+	require.NotNil(t, obs.OnHandler)
 	require.NotNil(t, obs.OnSchedulerTick)
-	ctx := obs.OnHandlerStart(context.Background(), watchdog.LayerHandler, "h", time.Second)
+	ctx, end := obs.OnHandler(context.Background(), watchdog.LayerHandler, "h", time.Second)
 	require.NotNil(t, ctx)
-	obs.OnHandlerEnd(ctx, watchdog.LayerHandler, "h", watchdog.ErrDeadlineExceeded, &watchdog.Event{Kind: watchdog.KindHandlerDeadline})
+	require.NotNil(t, end)
+	end(watchdog.ErrDeadlineExceeded, &watchdog.Event{Kind: watchdog.KindHandlerDeadline})
 	obs.OnSchedulerTick(time.Millisecond)
 	obs.OnEvent(watchdog.Event{Kind: watchdog.KindStart})
-	// OnHandlerEnd with a context it did not start ends no span.
-	obs.OnHandlerEnd(context.Background(), watchdog.LayerHandler, "h", nil, nil)
 }

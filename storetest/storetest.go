@@ -117,7 +117,6 @@ func (g *gen) event(agg, kind string, window int) watchdog.Event {
 	occurred := base.Add(time.Duration(n) * time.Millisecond)
 	e := watchdog.Event{
 		ID:                      fmt.Sprintf("%s-e%d", g.prefix, n),
-		AggregateType:           "runtime_control",
 		AggregateID:             agg,
 		Kind:                    kind,
 		Window:                  window,
@@ -129,10 +128,10 @@ func (g *gen) event(agg, kind string, window int) watchdog.Event {
 	}
 	switch kind {
 	case watchdog.KindCancel:
-		e.Reason, e.StopReasonCode = "wall_clock_exceeded", "watchdog_wall_clock_exceeded"
+		e.Reason = "wall_clock_exceeded"
 		e.FiredAt = occurred
 	case watchdog.KindStop:
-		e.Reason, e.StopReasonCode = watchdog.StopCompleted, watchdog.StopCompleted
+		e.Reason = watchdog.StopCompleted
 	}
 	return e
 }

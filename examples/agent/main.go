@@ -283,9 +283,21 @@ func printEvents(out io.Writer, events []watchdog.Event) {
 			detail = fmt.Sprintf("stdout silent %.2fs of %.2fs", e.MeasureSeconds, e.LimitSeconds)
 		}
 		fmt.Fprintf(tw, "  %.2f\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ElapsedSeconds, strings.TrimPrefix(e.Kind, "runtime."),
-			e.Verdict, e.Rule, e.ActiveChannel, e.Reason, detail)
+			verdict(e), e.Rule, e.ActiveChannel, e.Reason, detail)
 	}
 	_ = tw.Flush()
+}
+
+// verdict is the log's verdict label of e: CONTINUE on a verdict the
+// session outlives, HARD_STOP on a decision or a cancel.
+func verdict(e watchdog.Event) string {
+	switch e.Kind {
+	case watchdog.KindVerdict:
+		return "CONTINUE"
+	case watchdog.KindDecision, watchdog.KindCancel:
+		return "HARD_STOP"
+	}
+	return ""
 }
 
 // check returns an error unless the story happened: a CONTINUE on the
@@ -310,16 +322,16 @@ func check(out io.Writer, res watchdog.Result, events []watchdog.Event, helperPI
 	want(res.StopReasonCode == "watchdog_idle_exceeded" && res.Resumable,
 		fmt.Sprintf("result %q, want %q (resumable)", res.StopReasonCode, "watchdog_idle_exceeded"))
 	want(has(func(e watchdog.Event) bool {
-		return e.Kind == watchdog.KindVerdict && e.Verdict == "CONTINUE" && e.ActiveChannel == "handler"
+		return e.Kind == watchdog.KindVerdict && e.ActiveChannel == "handler"
 	}), "no CONTINUE verdict with active_channel handler (the slow tool call)")
 	want(has(func(e watchdog.Event) bool {
 		return e.Kind == watchdog.KindHandlerDeadline && e.Handler == "tool:fetch_url" && e.DyingSpan == "http_get"
 	}), "no handler deadline event for tool:fetch_url with dying_span http_get")
 	want(has(func(e watchdog.Event) bool {
-		return e.Kind == watchdog.KindVerdict && e.Verdict == "CONTINUE" && e.ActiveChannel == "workspace"
+		return e.Kind == watchdog.KindVerdict && e.ActiveChannel == "workspace"
 	}), "no CONTINUE verdict with active_channel workspace (the quiet file work)")
 	want(has(func(e watchdog.Event) bool {
-		return e.Kind == watchdog.KindDecision && e.Verdict == "HARD_STOP" && e.Rule == "idle" && e.Mode == watchdog.ModeAct
+		return e.Kind == watchdog.KindDecision && e.Rule == "idle" && e.Mode == watchdog.ModeAct
 	}), "no HARD_STOP decision of the idle rule")
 	want(has(func(e watchdog.Event) bool {
 		return e.Kind == watchdog.KindCancel && e.Reason == "idle_exceeded"

@@ -151,9 +151,9 @@ func supervise(ctx context.Context, dsn, table string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "\nevents in PostgreSQL (table %s, session %s):\n", store.Table(), id)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  seq\twindow\t+s\tkind\treason\tstop_reason_code")
+	fmt.Fprintln(tw, "  seq\twindow\t+s\tkind\treason")
 	for _, e := range events {
-		fmt.Fprintf(tw, "  %d\t%d\t%.2f\t%s\t%s\t%s\n", e.Seq, e.Window, e.ElapsedSeconds, e.Kind, e.Reason, e.StopReasonCode)
+		fmt.Fprintf(tw, "  %d\t%d\t%.2f\t%s\t%s\n", e.Seq, e.Window, e.ElapsedSeconds, e.Kind, e.Reason)
 	}
 	_ = tw.Flush()
 

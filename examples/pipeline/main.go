@@ -144,7 +144,7 @@ func newWatchdog(logPath string) (*watchdog.Watchdog, func(), error) {
 func pipeline(ctx context.Context, out io.Writer, cp *checkpoint) error {
 	s := watchdog.FromContext(ctx)
 	if !cp.planned {
-		if _, err := watchdog.RunPhase(s, "plan", 0, func(ctx context.Context, attempt int) (struct{}, error) {
+		if _, _, err := watchdog.RunPhase(s, "plan", 0, func(ctx context.Context, attempt int) (struct{}, error) {
 			fmt.Fprintln(out, "plan: 20 work items")
 			return struct{}{}, sleep(ctx, 50*time.Millisecond)
 		}); err != nil {
@@ -152,7 +152,7 @@ func pipeline(ctx context.Context, out io.Writer, cp *checkpoint) error {
 		}
 		cp.planned = true
 	}
-	pr, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (int, error) {
+	done, attempts, err := watchdog.RunPhase(s, "implement", 0, func(ctx context.Context, attempt int) (int, error) {
 		if attempt > 1 {
 			fmt.Fprintf(out, "implement: attempt %d, resuming at item %d\n", attempt, cp.done+1)
 		}
@@ -175,12 +175,12 @@ func pipeline(ctx context.Context, out io.Writer, cp *checkpoint) error {
 		}
 		return cp.done, nil
 	})
-	fmt.Fprintf(out, "implement: phase ended after %d attempt(s), %d of %d items done, stop reason %q\n",
-		pr.Attempts, pr.Partial, iterations, pr.StopReasonCode)
+	fmt.Fprintf(out, "implement: phase ended after %d attempt(s), %d of %d items done, error: %v\n",
+		attempts, done, iterations, err)
 	if err != nil {
 		return err
 	}
-	_, err = watchdog.RunPhase(s, "verify", 0, func(ctx context.Context, attempt int) (struct{}, error) {
+	_, _, err = watchdog.RunPhase(s, "verify", 0, func(ctx context.Context, attempt int) (struct{}, error) {
 		fmt.Fprintln(out, "verify: all items pass")
 		return struct{}{}, sleep(ctx, 50*time.Millisecond)
 	})
@@ -210,8 +210,6 @@ func printEvents(out io.Writer, events []watchdog.Event) {
 			}
 		}
 		add("reason", e.Reason)
-		add("stop_reason_code", e.StopReasonCode)
-		add("phase", e.Phase)
 		if e.Attempt > 0 {
 			add("attempt", fmt.Sprint(e.Attempt))
 		}
@@ -255,7 +253,7 @@ func check(out io.Writer, results []watchdog.Result, events []watchdog.Event, cp
 			e.Handler == fmt.Sprintf("item-%d", hangAt) && e.DyingSpan == "compile"
 	}) >= 1, "want an iteration deadline event for item-%d with dying_span compile", hangAt)
 	want(count(func(e watchdog.Event) bool {
-		return e.Kind == watchdog.KindRetry && e.Phase == "implement" && e.Attempt == 2
+		return e.Kind == watchdog.KindRetry && e.Handler == "implement" && e.Attempt == 2
 	}) >= 1, "want a retry event of phase implement, attempt 2")
 	want(count(func(e watchdog.Event) bool {
 		return e.Kind == watchdog.KindCancel && e.Window == 1 && e.Reason == "wall_clock_exceeded"
@@ -263,8 +261,8 @@ func check(out io.Writer, results []watchdog.Result, events []watchdog.Event, cp
 	want(count(func(e watchdog.Event) bool { return e.Kind == watchdog.KindResume && e.Window == 2 }) == 1,
 		"want one resume event opening window 2")
 	want(count(func(e watchdog.Event) bool {
-		return e.Kind == watchdog.KindStop && e.StopReasonCode == watchdog.StopCompleted
-	}) == 1, "want one stop event with stop_reason_code completed")
+		return e.Kind == watchdog.KindStop && e.Reason == watchdog.StopCompleted
+	}) == 1, "want one stop event with reason completed")
 	mismatches, err := watchdog.Replay(events)
 	want(err == nil && len(mismatches) == 0, "replay: %d mismatches, error %v", len(mismatches), err)
 	if len(problems) > 0 {

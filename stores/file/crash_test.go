@@ -58,7 +58,7 @@ func crashChild() {
 	blob, _ := json.Marshal(strings.Repeat("x", 256<<10)) // 256 KiB lines: a write(2) of some length
 	for i := 0; ; i++ {
 		e := watchdog.Event{
-			ID: fmt.Sprintf("r%s-e%d", round, i), AggregateType: "runtime_control", AggregateID: "crash",
+			ID: fmt.Sprintf("r%s-e%d", round, i), AggregateID: "crash",
 			Kind: watchdog.KindResume, Window: 1, SessionStartedAt: time.Unix(0, 0).UTC(),
 			Extra: map[string]json.RawMessage{"x_blob": blob},
 		}

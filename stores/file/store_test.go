@@ -51,7 +51,7 @@ func TestFileStoreConformanceAcrossReopens(t *testing.T) {
 
 func fileEvent(id, agg, kind string, window int) watchdog.Event {
 	return watchdog.Event{
-		ID: id, AggregateType: "runtime_control", AggregateID: agg, Kind: kind, Window: window,
+		ID: id, AggregateID: agg, Kind: kind, Window: window,
 		SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0.Add(time.Second), ElapsedSeconds: 1, ConfiguredBudgetSeconds: 10,
 	}
 }

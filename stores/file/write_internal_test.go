@@ -21,7 +21,7 @@ func TestFileStoreUndoesAFailedWrite(t *testing.T) {
 	}
 	defer s.Close()
 	ev := func(id string, kind string) watchdog.Event {
-		return watchdog.Event{ID: id, AggregateType: "runtime_control", AggregateID: "a", Kind: kind, Window: 1}
+		return watchdog.Event{ID: id, AggregateID: "a", Kind: kind, Window: 1}
 	}
 	if err := s.Append(ctx, ev("e1", watchdog.KindStart)); err != nil {
 		t.Fatal(err)

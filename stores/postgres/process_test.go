@@ -272,7 +272,7 @@ func TestTwoProcesses(t *testing.T) {
 			s.expect("WAITING")
 		}
 		now := time.Now().UTC()
-		start := watchdog.Event{ID: "c-start", AggregateType: "runtime_control", AggregateID: "c", Kind: watchdog.KindStart,
+		start := watchdog.Event{ID: "c-start", AggregateID: "c", Kind: watchdog.KindStart,
 			Window: 1, SessionStartedAt: now, WindowStartedAt: now, OccurredAt: now, ConfiguredBudgetSeconds: 1}
 		require.NoError(t, store.Append(context.Background(), start))
 		for _, s := range sups {

@@ -96,7 +96,7 @@ func TestAfterClose(t *testing.T) {
 
 func ev(id, agg, kind string, window int) watchdog.Event {
 	return watchdog.Event{
-		ID: id, AggregateType: "runtime_control", AggregateID: agg, Kind: kind, Window: window,
+		ID: id, AggregateID: agg, Kind: kind, Window: window,
 		SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0,
 	}
 }
@@ -222,7 +222,7 @@ func TestFollowAcrossStores(t *testing.T) {
 	defer stop()
 	require.NoError(t, fctx.Err())
 	c := ev("c1", "job", watchdog.KindCancel, 1)
-	c.Reason, c.StopReasonCode = "wall_clock_exceeded", "watchdog_wall_clock_exceeded"
+	c.Reason = "wall_clock_exceeded"
 	require.NoError(t, supervisor.Append(ctx, c))
 	<-fctx.Done()
 	var v *watchdog.VerdictError

@@ -219,7 +219,7 @@ func chartOf(idx int, s Session) htmlSession {
 					Title: "session ceiling " + e.Policy.SessionCeiling.String() + " (policy) at " + stamp(at), Label: "session ceiling"})
 			}
 		}
-		if e.Rule == watchdog.RuleSessionCeiling && e.LimitSeconds > 0 && !e.SessionStartedAt.IsZero() {
+		if e.Rule == "session_ceiling" && e.LimitSeconds > 0 && !e.SessionStartedAt.IsZero() {
 			at := e.SessionStartedAt.Add(dur(e.LimitSeconds))
 			key := at.String()
 			if !ceilings[key] && inDomain(at) {
@@ -256,7 +256,7 @@ func chartOf(idx int, s Session) htmlSession {
 		var eps []*episode
 		for _, en := range s.Timeline {
 			e := en.Event
-			if e.Rule != watchdog.RuleIdle || e.LimitSeconds <= 0 {
+			if e.Rule != "idle" || e.LimitSeconds <= 0 {
 				continue
 			}
 			from := e.OccurredAt.Add(-dur(e.MeasureSeconds)).Round(time.Millisecond)

@@ -115,13 +115,13 @@ func TestRecoveryAndLayerKinds(t *testing.T) {
 	}{
 		{watchdog.Event{Kind: watchdog.KindHandlerAbandoned, Layer: "handler", Handler: "tool:x", DyingSpan: "parse", MeasureSeconds: 8, LimitSeconds: 8},
 			"abandoned handler", `handler "tool:x" ignored its deadline past the grace: abandoned after 8s (budget+grace 8s); dying span "parse"`},
-		{watchdog.Event{Kind: watchdog.KindAttemptCancelled, Phase: "plan", Attempt: 1, Reason: "idle_exceeded"},
+		{watchdog.Event{Kind: watchdog.KindAttemptCancelled, Handler: "plan", Layer: "phase", Attempt: 1, Reason: "idle_exceeded"},
 			"attempt cancelled", `phase "plan" attempt 1 ended by idle_exceeded`},
-		{watchdog.Event{Kind: watchdog.KindRetry, Phase: "plan", Attempt: 2, LimitSeconds: 0.5, Reason: "idle_exceeded"},
+		{watchdog.Event{Kind: watchdog.KindRetry, Handler: "plan", Layer: "phase", Attempt: 2, LimitSeconds: 0.5, Reason: "idle_exceeded"},
 			"retry", `phase "plan": attempt 2 after backoff 500ms (idle_exceeded)`},
-		{watchdog.Event{Kind: watchdog.KindRecoveryBudgetExceeded, Phase: "plan", Attempt: 3, Reason: "idle_exceeded", StopReasonCode: watchdog.StopRecoveryBudgetExceeded},
-			"recovery budget exceeded", `phase "plan": retries ran out at attempt 3 (idle_exceeded, ` + watchdog.StopRecoveryBudgetExceeded + ")"},
-		{watchdog.Event{Kind: watchdog.KindVerdict, Verdict: "CONTINUE", Rule: watchdog.RuleIdle, ActiveChannel: "none", HandlersInFlight: 2},
+		{watchdog.Event{Kind: watchdog.KindRecoveryBudgetExceeded, Handler: "plan", Layer: "phase", Attempt: 3, Reason: "idle_exceeded"},
+			"recovery budget exceeded", `phase "plan": retries ran out at attempt 3 (idle_exceeded)`},
+		{watchdog.Event{Kind: watchdog.KindVerdict, Rule: "idle", ActiveChannel: "none", HandlersInFlight: 2},
 			"CONTINUE", "handlers in flight 2"},
 	} {
 		tt.e.ID, tt.e.AggregateID, tt.e.Window = "e", "s", 1

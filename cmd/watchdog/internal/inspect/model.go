@@ -183,10 +183,10 @@ func describe(e watchdog.Event) Entry {
 		addPolicy(&parts, e)
 	case watchdog.KindStop:
 		en.Label = "stop"
-		add("%s", orDash(e.StopReasonCode, e.Reason))
+		add("%s", orDash(e.Reason))
 		add("after %s in window %d", secs(e.ElapsedSeconds), e.Window)
 	case watchdog.KindVerdict:
-		en.Label = e.Verdict
+		en.Label = "CONTINUE"
 		if e.SettleChecks > 0 {
 			en.Label = fmt.Sprintf("stale %d/%d", e.SettleCount, e.SettleChecks)
 		}
@@ -198,7 +198,7 @@ func describe(e watchdog.Event) Entry {
 		}
 	case watchdog.KindDecision:
 		en.Label = "DECISION " + orDash(string(e.Mode))
-		add("%s by rule %s: %s", orDash(e.Verdict), orDash(e.Rule), orDash(e.Reason))
+		add("HARD_STOP by rule %s: %s", orDash(e.Rule), orDash(e.Reason))
 		add("%s", measure(e))
 		if e.Recoverable != nil {
 			add("recoverable=%t", *e.Recoverable)
@@ -211,7 +211,7 @@ func describe(e watchdog.Event) Entry {
 		}
 	case watchdog.KindCancel:
 		en.Label = "cancel"
-		add("%s (%s)", orDash(e.Reason), orDash(e.StopReasonCode))
+		add("%s", orDash(e.Reason))
 		if !e.FiredAt.IsZero() {
 			add("fired %s", stamp(e.FiredAt))
 		}
@@ -238,13 +238,13 @@ func describe(e watchdog.Event) Entry {
 		add("waited %s of timeout %s (generation %d): callback, no cancel", secs(e.MeasureSeconds), secs(e.LimitSeconds), e.Generation)
 	case watchdog.KindAttemptCancelled:
 		en.Label = "attempt cancelled"
-		add("phase %s attempt %d ended by %s", orDash(quoted(e.Phase)), e.Attempt, orDash(e.Reason))
+		add("phase %s attempt %d ended by %s", orDash(quoted(e.Handler)), e.Attempt, orDash(e.Reason))
 	case watchdog.KindRetry:
 		en.Label = "retry"
-		add("phase %s: attempt %d after backoff %s (%s)", orDash(quoted(e.Phase)), e.Attempt, secs(e.LimitSeconds), orDash(e.Reason))
+		add("phase %s: attempt %d after backoff %s (%s)", orDash(quoted(e.Handler)), e.Attempt, secs(e.LimitSeconds), orDash(e.Reason))
 	case watchdog.KindRecoveryBudgetExceeded:
 		en.Label = "recovery budget exceeded"
-		add("phase %s: retries ran out at attempt %d (%s, %s)", orDash(quoted(e.Phase)), e.Attempt, orDash(e.Reason), orDash(e.StopReasonCode))
+		add("phase %s: retries ran out at attempt %d (%s)", orDash(quoted(e.Handler)), e.Attempt, orDash(e.Reason))
 	default:
 		en.Known = false
 		en.Label = strings.TrimPrefix(e.Kind, "runtime.")
@@ -281,10 +281,10 @@ func addPolicy(parts *[]string, e watchdog.Event) {
 // measure describes the rule's measure against its limit.
 func measure(e watchdog.Event) string {
 	what := map[string]string{
-		watchdog.RuleWallClock:      "window age",
-		watchdog.RuleSessionCeiling: "session age",
-		watchdog.RuleChildrenWait:   "children wait",
-		watchdog.RuleIdle:           "stdout silent",
+		"wall_clock":      "window age",
+		"session_ceiling": "session age",
+		"children_wait":   "children wait",
+		"idle":            "stdout silent",
 	}[e.Rule]
 	if what == "" {
 		what = "measure"
