@@ -5,5 +5,5 @@ package watchdog
 func SetWorkspaceHook(w *Watchdog, f func(*Session)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.wsHook = func(s *Session, _ fsnotifyEvent) { f(s) }
+	w.wsHook = f
 }

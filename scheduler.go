@@ -118,7 +118,7 @@ func (w *Watchdog) arm(due int64, sched bool) {
 			d := w.delay(due)
 			w.rt.Reset(d)
 			if w.bs != nil {
-				w.bs.arm(d)
+				w.bs.Arm(d)
 			}
 			w.armedAt.Store(due)
 		}
@@ -164,7 +164,7 @@ func (w *Watchdog) closeTimer() {
 		w.rt.Stop()
 	}
 	if w.bs != nil {
-		w.bs.close()
+		w.bs.Close()
 	}
 	w.timerMu.Unlock()
 	if w.timer != nil {

@@ -15,10 +15,12 @@ import (
 	"github.com/benbjohnson/clock"
 	"go.uber.org/zap"
 
+	"github.com/sessionwatchdog/watchdog/internal/backstop"
 	"github.com/sessionwatchdog/watchdog/internal/decide"
 	"github.com/sessionwatchdog/watchdog/internal/index"
 	"github.com/sessionwatchdog/watchdog/internal/record"
 	"github.com/sessionwatchdog/watchdog/internal/sched"
+	"github.com/sessionwatchdog/watchdog/internal/workspace"
 )
 
 // Watchdog supervises many sessions with one scheduler goroutine driven by a
@@ -49,13 +51,13 @@ type Watchdog struct {
 	closed   bool
 	scratch  [maxChannels]decide.Channel // snapshotLocked's buffer; guarded by mu
 
-	timerMu   sync.Mutex    // guards the real clock's timer (rt, bs) and its armedAt; taken alone
-	timer     *clock.Timer  // the pending AfterFunc of a Clock other than the real one
-	rt        *time.Timer   // the real clock's one timer (nil for other clocks); its channel wakes the scheduler
-	bs        *backstop     // rt's backstop (nil for other clocks and off Linux)
-	armedAt   atomic.Int64  // the instant the timer is armed for; MaxInt64 while unarmed or in a pass
-	schedDone chan struct{} // closed when the scheduler goroutine returns
-	yielded   atomic.Int64  // the armed instant the recorder last yielded for (see schedulerOverdue)
+	timerMu   sync.Mutex         // guards the real clock's timer (rt, bs) and its armedAt; taken alone
+	timer     *clock.Timer       // the pending AfterFunc of a Clock other than the real one
+	rt        *time.Timer        // the real clock's one timer (nil for other clocks); its channel wakes the scheduler
+	bs        *backstop.Backstop // rt's backstop (nil for other clocks and off Linux)
+	armedAt   atomic.Int64       // the instant the timer is armed for; MaxInt64 while unarmed or in a pass
+	schedDone chan struct{}      // closed when the scheduler goroutine returns
+	yielded   atomic.Int64       // the armed instant the recorder last yielded for (see schedulerOverdue)
 
 	wakeCh  chan struct{}
 	wakeFn  func() // w.wake, made once: a method value allocates
@@ -66,8 +68,8 @@ type Watchdog struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	ws     *workspaceMonitor             // started on first WatchWorkspace; guarded by mu
-	wsHook func(*Session, fsnotifyEvent) // tests only
+	ws     *workspace.Monitor // started on first WatchWorkspace; guarded by mu
+	wsHook func(*Session)     // tests only
 }
 
 // New returns a running Watchdog. Without options it records to a private
@@ -90,14 +92,14 @@ func New(opts ...Option) *Watchdog {
 		c.clock = clock.New()
 	}
 	var rt *time.Timer
-	var bs *backstop
+	var bs *backstop.Backstop
 	if reflect.TypeOf(c.clock) == realClockType {
 		// The real clock: one timer reset in place, whose channel wakes the
 		// scheduler goroutine itself, instead of an AfterFunc (a timer, a
 		// wrapper and a goroutine) per arming.
 		rt = time.NewTimer(time.Hour)
 		rt.Stop()
-		bs = newBackstop()
+		bs = backstop.New()
 	}
 	if c.log == nil {
 		c.log = zap.NewNop()
@@ -444,7 +446,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		ws := w.ws
 		w.mu.Unlock()
 		if ws != nil {
-			ws.close()
+			ws.Close()
 		}
 		w.closeErr = errors.Join(actErr, w.rec.Close(ctx, ErrNotRecorded))
 		w.wg.Wait()

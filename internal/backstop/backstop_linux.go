@@ -1,6 +1,8 @@
 //go:build linux
 
-package watchdog
+// Package backstop is a second wake-up for the Watchdog's real-clock
+// scheduler timer (see Backstop).
+package backstop
 
 import (
 	"math"
@@ -11,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// backstop is a second wake-up for the real clock's scheduler timer, on
+// Backstop is a second wake-up for the real clock's scheduler timer, on
 // Linux: a timerfd read through the network poller, armed backstopDelay
 // after the timer.
 //
@@ -32,7 +34,7 @@ import (
 // arming costs a timerfd_settime, and each such wake-up a goroutine switch
 // and a read. On a busy machine the timer usually wins; the timer's later
 // wake-up, or the backstop's, then finds nothing due.
-type backstop struct {
+type Backstop struct {
 	f    *os.File
 	conn syscall.RawConn // guards the fd against its close
 	C    chan struct{}   // receives when the timerfd expired
@@ -43,13 +45,13 @@ type backstop struct {
 // fires.
 const backstopDelay = 200 * time.Microsecond
 
-// newBackstop returns a backstop and starts its reader goroutine, which
-// ends when close is called. It returns nil if the timerfd cannot be made,
+// New returns a Backstop and starts its reader goroutine, which
+// ends when Close is called. It returns nil if the timerfd cannot be made,
 // or if the Go runtime's clock is not the system's: inside a
 // testing/synctest bubble, whose time is virtual, a timerfd would measure
 // the wrong time, and a goroutine blocked on it would keep the bubble from
 // ever going idle (its fake time would never advance).
-func newBackstop() *backstop {
+func New() *Backstop {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_REALTIME, &ts); err != nil {
 		return nil
@@ -67,12 +69,12 @@ func newBackstop() *backstop {
 		_ = f.Close()
 		return nil
 	}
-	b := &backstop{f: f, conn: conn, C: make(chan struct{}, 1), done: make(chan struct{})}
+	b := &Backstop{f: f, conn: conn, C: make(chan struct{}, 1), done: make(chan struct{})}
 	go b.read()
 	return b
 }
 
-func (b *backstop) read() {
+func (b *Backstop) read() {
 	defer close(b.done)
 	var buf [8]byte // the expiration count
 	for {
@@ -90,26 +92,26 @@ func (b *backstop) read() {
 	}
 }
 
-// arm sets the backstop to expire backstopDelay after d from now.
-func (b *backstop) arm(d time.Duration) {
+// Arm sets the backstop to expire backstopDelay after d from now.
+func (b *Backstop) Arm(d time.Duration) {
 	if d < math.MaxInt64-backstopDelay {
 		d = max(d, 0) + backstopDelay
 	}
 	b.set(d)
 }
 
-// stop disarms the backstop.
-func (b *backstop) stop() { b.set(0) }
+// Stop disarms the backstop.
+func (b *Backstop) Stop() { b.set(0) }
 
-func (b *backstop) set(d time.Duration) {
+func (b *Backstop) set(d time.Duration) {
 	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))} // zero disarms
 	_ = b.conn.Control(func(fd uintptr) {
 		_ = unix.TimerfdSettime(int(fd), 0, &spec, nil)
 	})
 }
 
-// close stops the reader goroutine and waits for it.
-func (b *backstop) close() {
+// Close stops the reader goroutine and waits for it.
+func (b *Backstop) Close() {
 	_ = b.f.Close()
 	<-b.done
 }
