@@ -85,7 +85,7 @@ func (a *actor) close(ctx context.Context) error {
 func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 	s := it.s
 	var ef effects
-	now := w.clock.Now()
+	now := w.now()
 	w.mu.Lock()
 	if s.state.Load() != stateRunning {
 		w.mu.Unlock() // the window ended meanwhile: a benign no-op
@@ -118,7 +118,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 
 	err := w.callAction(ctx, s, it.v)
 
-	now = w.clock.Now()
+	now = w.now()
 	w.mu.Lock()
 	if s.state.Load() != stateRunning {
 		w.mu.Unlock()

@@ -222,7 +222,7 @@ func (l *layer) arm() {
 		l.timers[0] = time.AfterFunc(l.budget, func() { l.fireReal() })
 		return
 	}
-	l.started = w.clock.Now()
+	l.started = w.now()
 	l.deadline = l.started.Add(l.budget)
 	due := toNanos(l.deadline)
 	w.mu.Lock()
@@ -258,6 +258,9 @@ func (l *layer) verdict(now time.Time) *VerdictError {
 		// layer; a phase overrun ends the phase.
 		Recoverable: l.kind != LayerPhase,
 	}
+	if l.w != nil {
+		v.FiredAt = l.w.wall(v.FiredAt)
+	}
 	if p := l.step.Load(); p != nil {
 		v.DyingSpan = *p
 	}
@@ -285,7 +288,9 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 		e.MeasureSeconds, e.LimitSeconds = v.Elapsed.Seconds(), v.Budget.Seconds()
 		rec := v.Recoverable
 		e.Recoverable = &rec
-		l.event = &e
+		overrun := e // as recorded (see record)
+		shiftEvent(&overrun, w.offset.Load())
+		l.event = &overrun
 		v.DecisionID = e.ID
 		w.record(ef, e)
 		w.heap.Push(&l.item, toNanos(now.Add(l.grace)))
@@ -358,7 +363,7 @@ func (l *layer) finish() error {
 		// for silence (with deferral on).
 		l.s.Touch(ChannelMCPTool)
 	}
-	now := w.clock.Now()
+	now := w.now()
 	w.mu.Lock()
 	st := l.state
 	if st != layerDone {

@@ -84,7 +84,7 @@ type VerdictError struct {
 	// Budget is the rule's limit: the wall-clock budget, the ceiling or
 	// the idle window.
 	Budget time.Duration
-	// FiredAt is the instant of the fire, on the Watchdog's clock.
+	// FiredAt is the instant of the fire: the Clock's wall-clock reading.
 	FiredAt time.Time
 	// Recoverable reports whether a recovery layer may retry: true for the
 	// idle rule only.

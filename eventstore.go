@@ -101,11 +101,15 @@ type Event struct {
 	// by the reason for a cancel.
 	Reason string `json:"reason,omitempty"`
 	// SessionStartedAt is the session's original start; it never changes
-	// across windows, resumes or restarts.
+	// across windows, resumes or restarts, except that after a step of the
+	// system clock the instants recorded later are shifted by the step
+	// (see the README's Reliability section).
 	SessionStartedAt time.Time `json:"session_started_at"`
 	// WindowStartedAt is when the event's window began.
 	WindowStartedAt time.Time `json:"window_started_at"`
-	// OccurredAt is when the event happened, on the Watchdog's clock.
+	// OccurredAt is when the event happened: the wall-clock reading of the
+	// Watchdog's Clock. ElapsedSeconds is measured as elapsed time, not as
+	// the difference of two wall-clock readings.
 	OccurredAt time.Time `json:"occurred_at"`
 	// FiredAt is when the watchdog fired; set on cancel events only.
 	FiredAt time.Time `json:"fired_at,omitzero"`

@@ -164,7 +164,7 @@ type childWaits struct {
 // the time during which at least one is open. Safe for concurrent use.
 func (s *Session) BeginChildWait() (end func()) {
 	w := s.w
-	now := w.clock.Now()
+	now := w.now()
 	w.mu.Lock()
 	cw := &s.rw().waits
 	if cw.open == 0 {
@@ -191,7 +191,7 @@ func (s *Session) BeginChildWait() (end func()) {
 // endChildWait closes one open wait on children.
 func (s *Session) endChildWait() {
 	w := s.w
-	now := w.clock.Now()
+	now := w.now()
 	w.mu.Lock()
 	cw := &s.rw().waits
 	if cw.open--; cw.open == 0 {
@@ -338,7 +338,7 @@ func (w *Watchdog) startTicks() {
 	if c.closed.Load() || !c.ticking.CompareAndSwap(false, true) {
 		return
 	}
-	c.refresh(toNanos(w.clock.Now()))
+	c.refresh(toNanos(w.now()))
 	c.touched.Store(false)
 	w.armTick()
 }
@@ -363,7 +363,7 @@ func (w *Watchdog) armTick() {
 
 func (w *Watchdog) tick() {
 	c := &w.coarse
-	c.refresh(toNanos(w.clock.Now()))
+	c.refresh(toNanos(w.now()))
 	if c.touched.Swap(false) && !c.closed.Load() {
 		w.armTick()
 		return

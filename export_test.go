@@ -1,5 +1,7 @@
 package watchdog
 
+import "time"
+
 // SetWorkspaceHook installs f, called after each workspace change the
 // monitor records. Call it before the first WatchWorkspace.
 func SetWorkspaceHook(w *Watchdog, f func(*Session)) {
@@ -7,3 +9,8 @@ func SetWorkspaceHook(w *Watchdog, f func(*Session)) {
 	defer w.mu.Unlock()
 	w.wsHook = f
 }
+
+// StepWallClock steps the wall time of every later reading of w's Clock by
+// d, while the time elapsed between readings flows on: what NTP or an
+// operator setting the system clock does to the real clock.
+func StepWallClock(w *Watchdog, d time.Duration) { w.wallSkew.Add(int64(d)) }

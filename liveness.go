@@ -35,7 +35,7 @@ func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err err
 		return false, fmt.Errorf("%w: session %q: liveness rule %q is not declared in the policy's liveness_rules", ErrInvalidArgument, s.id, rule)
 	}
 	w := s.w
-	now := w.clock.Now()
+	now := w.now()
 	var ef effects
 	w.mu.Lock()
 	if s.state.Load() != stateRunning {
@@ -65,7 +65,7 @@ func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err err
 		w.record(&ef, e)
 		if v.Action == decide.Act {
 			ve := &VerdictError{SessionID: s.id, Window: int(s.window), Rule: rule, reason: reasonLivenessFailed,
-				FiredAt: now.UTC(), Recoverable: true, DecisionID: e.ID,
+				FiredAt: w.wall(now), Recoverable: true, DecisionID: e.ID,
 				Elapsed: now.Sub(s.windowStartedAt), Budget: s.cfg.limits.WallClock}
 			if w.action == nil {
 				w.endLocked(s, ve, sn, now, &ef)

@@ -54,7 +54,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		attempts = attempt
 		actx, cancel := context.WithCancelCause(s.ctx)
 		at := &phaseAttempt{cancel: cancel}
-		now := w.clock.Now()
+		now := w.now()
 		w.mu.Lock()
 		if s.r().attempt != nil {
 			w.mu.Unlock()
@@ -110,9 +110,9 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		// Time the retry from the verdict's instant, not from when this
 		// goroutine got here, so that a fake clock gives the same log and
 		// the same schedule on every run.
-		failedAt := v.FiredAt
-		if failedAt.IsZero() {
-			failedAt = w.clock.Now()
+		failedAt := w.onTimeline(v.FiredAt)
+		if v.FiredAt.IsZero() {
+			failedAt = w.now()
 		}
 		retry, backoff := decide.Retry(retries, s.cfg.recoveryBudget, s.cfg.recoveryBackoff)
 		if !retry {
@@ -161,7 +161,7 @@ func (sl *sleeper) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 // sleepUntil waits until t on the Watchdog's clock, or until ctx ends. It
 // returns at once if t has passed.
 func (w *Watchdog) sleepUntil(ctx context.Context, t time.Time) error {
-	if !t.After(w.clock.Now()) {
+	if !t.After(w.now()) {
 		return context.Cause(ctx)
 	}
 	sl := &sleeper{ch: make(chan struct{})}

@@ -58,7 +58,7 @@ type timed interface {
 // only and reuses w.ef, so a pass allocates nothing of its own.
 func (w *Watchdog) pass() {
 	w.armedAt.Store(math.MaxInt64) // in a pass: a deadline pushed meanwhile arms its own timer
-	now := w.clock.Now()
+	now := w.now()
 	nowNs := toNanos(now)
 	w.coarse.refresh(nowNs)
 	ef := &w.ef
@@ -145,7 +145,7 @@ func (w *Watchdog) arm(due int64, sched bool) {
 
 // delay is the wait from the clock's now until due.
 func (w *Watchdog) delay(due int64) time.Duration {
-	now := toNanos(w.clock.Now())
+	now := toNanos(w.now())
 	switch {
 	case due <= now:
 		return 0
@@ -194,7 +194,7 @@ func (w *Watchdog) logFires(ef *effects) {
 func (w *Watchdog) schedulerOverdue() bool {
 	due := w.armedAt.Load()
 	if due == math.MaxInt64 || due == math.MinInt64 || due == w.yielded.Load() ||
-		toNanos(w.clock.Now())-due < int64(200*time.Microsecond) {
+		toNanos(w.now())-due < int64(200*time.Microsecond) {
 		return false
 	}
 	w.yielded.Store(due)

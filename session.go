@@ -175,15 +175,17 @@ func (s *Session) Window() int { return int(s.window) }
 
 // StartedAt returns session_started_at: the session's original start, kept
 // across resumes and restarts.
-func (s *Session) StartedAt() time.Time { return s.sessionStartedAt }
+func (s *Session) StartedAt() time.Time { return s.w.wallNow(s.sessionStartedAt) }
 
 // WindowStartedAt returns when the current window began.
-func (s *Session) WindowStartedAt() time.Time { return s.windowStartedAt }
+func (s *Session) WindowStartedAt() time.Time { return s.w.wallNow(s.windowStartedAt) }
 
 // Deadline returns the last instant the window may run: its start plus its
 // wall-clock budget (Policy.WallClock, defaults applied). The watchdog
 // fires at the first instant after it.
-func (s *Session) Deadline() time.Time { return s.windowStartedAt.Add(s.cfg.limits.WallClock) }
+func (s *Session) Deadline() time.Time {
+	return s.w.wallNow(s.windowStartedAt.Add(s.cfg.limits.WallClock))
+}
 
 // Stop ends the session's window normally: it records a stop event (reason
 // "completed"), unschedules the session and cancels its context with cause
@@ -201,7 +203,7 @@ func (s *Session) Stop() error {
 // ended. It reports whether this call ended it, and the earlier cause if not.
 func (s *Session) stop(code string) (bool, error) {
 	w := s.w
-	now := w.clock.Now()
+	now := w.now()
 	w.mu.Lock()
 	if s.state.Load() != stateRunning {
 		cause := s.endCauseLocked()
@@ -290,7 +292,7 @@ func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error
 		code = StopFailed
 	}
 	won, cause := s.stop(code)
-	res.Elapsed = s.w.clock.Now().Sub(s.windowStartedAt)
+	res.Elapsed = s.w.now().Sub(s.windowStartedAt)
 	if won {
 		res.StopReasonCode = code
 		res.Resumable = code != StopCompleted
@@ -302,7 +304,7 @@ func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error
 	case errors.As(cause, &v):
 		res.StopReasonCode = v.StopReasonCode()
 		res.Resumable = v.Resumable()
-		res.Elapsed = v.FiredAt.Sub(s.windowStartedAt)
+		res.Elapsed = s.w.onTimeline(v.FiredAt).Sub(s.windowStartedAt)
 	case errors.Is(cause, ErrClosed):
 		res.StopReasonCode = StopWatchdogClosed
 	default:

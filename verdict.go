@@ -36,6 +36,7 @@ type cancellation struct {
 // released; without, it goes to the recorder at once. An event without an
 // ID gets the next one when it is built.
 func (w *Watchdog) record(ef *effects, e Event) {
+	shiftEvent(&e, w.offset.Load())
 	en := entry{ev: e}
 	if e.ID == "" {
 		en.seq = w.ids.Next()
@@ -164,7 +165,7 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time, ef *effects) {
 // of facts that the recorder goroutine builds into events. Called with w.mu
 // held.
 func (w *Watchdog) fireDefaultLocked(s *Session, sn decide.Snapshot, v decide.Verdict, now time.Time, ef *effects) {
-	s.end = ending{rule: v.Rule, at: toNanos(now), elapsed: v.Elapsed, budget: v.Budget, decision: w.ids.Next()}
+	s.end = ending{rule: v.Rule, at: toNanos(now), off: w.offset.Load(), elapsed: v.Elapsed, budget: v.Budget, decision: w.ids.Next()}
 	en := entry{fire: s, seq: w.ids.Next(), facts: s.decisionFacts(sn, v, now)}
 	en.facts.nch = uint8(len(sn.Channels))
 	if copy(en.facts.chs[:], sn.Channels) < len(sn.Channels) {
@@ -247,7 +248,8 @@ func (s *Session) childWait(sn decide.Snapshot, now time.Time) time.Duration {
 // before the context is cancelled, never changed after.
 type ending struct {
 	rule            decide.Rule
-	at              int64 // fired at, Unix ns
+	at              int64 // fired at, on the timeline, Unix ns
+	off             int64 // the wall clock's offset then (see timeline.go)
 	elapsed, budget time.Duration
 	decision        uint64 // the decision event's id number
 }
@@ -269,7 +271,7 @@ func (c *firedCause) verdictWithID(decisionID string) VerdictError {
 	e := s.end
 	return VerdictError{
 		SessionID: s.id, Window: int(s.window), Rule: ruleNames[e.rule], reason: e.rule.Reason(),
-		Elapsed: e.elapsed, Budget: e.budget, FiredAt: time.Unix(0, e.at).UTC(),
+		Elapsed: e.elapsed, Budget: e.budget, FiredAt: time.Unix(0, addNanos(e.at, e.off)).UTC(),
 		Recoverable: e.rule.Recoverable(), DecisionID: decisionID,
 	}
 }
@@ -315,6 +317,8 @@ func (w *Watchdog) entryEvents(dst []Event, en *entry) []Event {
 	ve := (*firedCause)(s).verdictWithID(decisionID)
 	dec := s.decisionEvent(decisionID, f, ModeAct, summary)
 	cancel := s.cancelEvent(cancelID, &ve, summary, f.childWait, f.now)
+	shiftEvent(&dec, s.end.off)
+	shiftEvent(&cancel, s.end.off)
 	return append(dst, dec, cancel)
 }
 
@@ -346,7 +350,7 @@ func (s *Session) decisionFacts(sn decide.Snapshot, v decide.Verdict, now time.T
 func (s *Session) verdict(v decide.Verdict, now time.Time, decisionID string) *VerdictError {
 	return &VerdictError{
 		SessionID: s.id, Window: int(s.window), Rule: ruleNames[v.Rule], reason: v.Rule.Reason(),
-		Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: now.UTC(),
+		Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: s.w.wall(now),
 		Recoverable: v.Rule.Recoverable(), DecisionID: decisionID,
 	}
 }

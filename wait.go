@@ -48,7 +48,7 @@ type waiter struct {
 func (s *Session) Wait(timeout time.Duration, onTimeout func(ctx context.Context, s *Session, generation uint64)) uint64 {
 	w := s.w
 	d := waitTimeout(timeout)
-	now := w.clock.Now()
+	now := w.now()
 	w.mu.Lock()
 	r := s.rw()
 	if r.waiter != nil {
@@ -77,7 +77,7 @@ func (s *Session) Wait(timeout time.Duration, onTimeout func(ctx context.Context
 // waiting.
 func (s *Session) EndWait() bool {
 	w := s.w
-	now := w.clock.Now()
+	now := w.now()
 	w.mu.Lock()
 	s.gen++
 	was := s.r().waiter != nil

@@ -38,6 +38,11 @@ type Watchdog struct {
 	running   atomic.Int64 // handler goroutines still running after abandonment
 	coarse    coarseClock
 
+	epoch      time.Time    // the first reading of the Clock: the timeline's origin (see timeline.go)
+	epochNanos int64        // epoch's wall time, Unix ns
+	offset     atomic.Int64 // the wall clock's offset from the timeline, ns
+	wallSkew   atomic.Int64 // tests only: added to the wall time of every reading
+
 	ids record.IDs
 
 	lastConfig atomic.Pointer[sessionConfig] // the latest policy's, shared while it repeats
@@ -151,7 +156,9 @@ func New(opts ...Option) *Watchdog {
 	if rt != nil {
 		w.rec.SetYield(w.schedulerOverdue)
 	}
-	w.coarse.now.Store(toNanos(w.clock.Now()))
+	w.epoch = w.clock.Now()
+	w.epochNanos = toNanos(w.epoch)
+	w.coarse.now.Store(toNanos(w.now()))
 	w.wg.Add(2)
 	go func() { defer w.wg.Done(); w.rec.Run() }()
 	w.armedAt.Store(math.MaxInt64)
@@ -193,7 +200,8 @@ func (w *Watchdog) Start(ctx context.Context, id string, startedAt time.Time, p 
 		return nil, fmt.Errorf("%w: session %q: zero session_started_at", ErrInvalidArgument, id)
 	}
 	s := w.newSession(ctx, id, p)
-	s.sessionStartedAt = startedAt.UTC()
+	w.now() // the wall clock's offset, current
+	s.sessionStartedAt = w.onTimeline(startedAt).UTC()
 	s.windowStartedAt = s.sessionStartedAt
 	s.window = 1
 	if err := w.activate(s, KindStart, false); err != nil {
@@ -240,6 +248,9 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 		s.cancel(err)
 		return nil, err
 	}
+	// The start instants are read from the latest events: after a step of
+	// the wall clock, the instants recorded later are shifted by the step
+	// (see timeline.go), so that the time elapsed since them stays true.
 	seen := make(map[string]bool, len(loaded))
 	last, ended := 0, false
 	var lastWindowStart time.Time
@@ -249,17 +260,23 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 				continue
 			}
 			seen[e.ID] = true
-			if s.sessionStartedAt.IsZero() {
+			if !e.SessionStartedAt.IsZero() {
 				s.sessionStartedAt = e.SessionStartedAt.UTC()
 			}
 			if e.Window > last {
-				last, ended, lastWindowStart = e.Window, false, e.WindowStartedAt
+				last, ended = e.Window, false
 			}
-			if e.Window == last && e.Terminal() {
-				ended = true
+			if e.Window == last {
+				lastWindowStart = e.WindowStartedAt
+				if e.Terminal() {
+					ended = true
+				}
 			}
 		}
 	}
+	w.now() // the wall clock's offset, current
+	s.sessionStartedAt = w.onTimeline(s.sessionStartedAt)
+	lastWindowStart = w.onTimeline(lastWindowStart)
 	if s.sessionStartedAt.IsZero() {
 		w.release(s)
 		err := fmt.Errorf("%w: resume %q: the store's events carry no session_started_at", ErrInvalidEvent, id)
@@ -270,7 +287,7 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 	s.window = int32(window)
 	s.windowStartedAt = lastWindowStart.UTC()
 	if fresh {
-		s.windowStartedAt = w.clock.Now().UTC()
+		s.windowStartedAt = w.now()
 	}
 	if err := w.activate(s, KindResume, true); err != nil {
 		s.cancel(err)
@@ -328,7 +345,7 @@ func (w *Watchdog) release(s *Session) {
 // activate registers s (already reserved when reserved is true), schedules
 // its deadline, enqueues its lifecycle event and arms the timer.
 func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
-	now := w.clock.Now()
+	now := w.now()
 	w.coarse.refresh(toNanos(now))
 	w.mu.Lock()
 	if w.closed {
@@ -367,7 +384,7 @@ func (w *Watchdog) Run(ctx context.Context, id string, p Policy, fn func(ctx con
 	if fn == nil {
 		return Result{SessionID: id}, fmt.Errorf("%w: nil function", ErrInvalidArgument)
 	}
-	s, err := w.Start(ctx, id, w.clock.Now(), p)
+	s, err := w.Start(ctx, id, w.wall(w.now()), p)
 	if err != nil {
 		return Result{SessionID: id}, err
 	}
@@ -457,31 +474,20 @@ func (w *Watchdog) Close(ctx context.Context) error {
 	return w.closeErr
 }
 
-var (
-	minNanos = time.Unix(0, math.MinInt64)
-	maxNanos = time.Unix(0, math.MaxInt64)
-)
-
-// toNanos converts t to Unix nanoseconds, saturating outside the int64 range.
-func toNanos(t time.Time) int64 {
-	switch {
-	case t.Before(minNanos):
-		return math.MinInt64
-	case t.After(maxNanos):
-		return math.MaxInt64
-	}
-	return t.UnixNano()
-}
-
 // NextDeadline returns the earliest instant at which a verdict is due for
 // one of the watched sessions, and false when no session is watched. Test
 // helpers use it to step a fake clock from deadline to deadline.
 func (w *Watchdog) NextDeadline() (time.Time, bool) {
+	w.now() // the wall clock's offset, current (outside the lock: the Clock is user code)
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	top := w.heap.Peek()
+	var due int64
+	if top != nil {
+		due = top.Due
+	}
+	w.mu.Unlock()
 	if top == nil {
 		return time.Time{}, false
 	}
-	return time.Unix(0, top.Due).UTC(), true
+	return w.wall(time.Unix(0, due).UTC()), true
 }
