@@ -151,8 +151,15 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 	var end func(err error, overrun *Event)
 	if obs.OnHandler != nil {
 		var c context.Context
-		if c, end = obs.OnHandler(lctx, kind, name, l.remaining()); c != nil {
+		callHook(l.logger(), "OnHandler", func() { c, end = obs.OnHandler(lctx, kind, name, l.remaining()) })
+		if c != nil {
 			lctx = c
+		}
+		if end != nil {
+			hookEnd, log := end, l.logger()
+			end = func(err error, overrun *Event) {
+				callHook(log, "OnHandler's end", func() { hookEnd(err, overrun) })
+			}
 		}
 	}
 
@@ -450,4 +457,12 @@ func (l *layer) exited() {
 // still running.
 func (w *Watchdog) AbandonedHandlers() (abandoned, stillRunning int64) {
 	return w.abandoned.Load(), w.running.Load()
+}
+
+// logger is the layer's Watchdog's logger, or a no-op one without a session.
+func (l *layer) logger() *zap.Logger {
+	if l.w != nil {
+		return l.w.log
+	}
+	return zap.NewNop()
 }

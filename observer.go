@@ -2,7 +2,10 @@ package watchdog
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // Observer is the Watchdog's hook for metrics and traces; it has no
@@ -25,8 +28,71 @@ type Observer struct {
 	// share one trace.
 	OnHandler func(ctx context.Context, layer Layer, name string, remaining time.Duration) (context.Context, func(err error, overrun *Event))
 
-	// OnSchedulerTick is called after each scheduler pass that found
-	// something due, with the pass's lateness: how long after its due
-	// instant the most overdue item was handled.
+	// OnSchedulerTick is called after scheduler passes that found
+	// something due, with the lateness: how long after its due instant the
+	// most overdue item was handled. It runs on a goroutine of its own, so
+	// a slow hook delays no fire: the passes made while it runs are folded
+	// into its next call, with the largest lateness.
 	OnSchedulerTick func(lateness time.Duration)
+}
+
+// tickHook calls Observer.OnSchedulerTick on a goroutine of its own, so that
+// a slow or stuck hook delays no fire. Passes made while the hook runs are
+// folded into its next call, with the largest of their latenesses.
+type tickHook struct {
+	fn   func(lateness time.Duration)
+	max  atomic.Int64 // the largest lateness not delivered yet, plus one; 0 when none
+	wake chan struct{}
+	done chan struct{} // closed when the goroutine returns
+}
+
+func newTickHook(fn func(time.Duration)) *tickHook {
+	return &tickHook{fn: fn, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// report hands a pass's lateness to the hook's goroutine; it never blocks.
+func (h *tickHook) report(d time.Duration) {
+	v := int64(max(d, 0)) + 1
+	for cur := h.max.Load(); v > cur && !h.max.CompareAndSwap(cur, v); cur = h.max.Load() {
+	}
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the hook's goroutine; it returns when stop is closed (after the
+// call in progress, if any: the hook is user code).
+func (h *tickHook) run(stop <-chan struct{}, log *zap.Logger) {
+	defer close(h.done)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-h.wake:
+			if v := h.max.Swap(0); v > 0 {
+				callHook(log, "OnSchedulerTick", func() { h.fn(time.Duration(v - 1)) })
+			}
+		}
+	}
+}
+
+// callHook calls an Observer hook, turning a panic into a logged error: a
+// hook's fault never crashes the process or stops the Watchdog.
+func callHook(log *zap.Logger, name string, f func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("watchdog: Observer hook panicked", zap.String("hook", name), zap.Any("panic", p))
+		}
+	}()
+	f()
+}
+
+// onEventHook wraps Observer.OnEvent so that a panic in it is logged, not
+// raised on the recorder goroutine.
+func onEventHook(fn func(Event), log *zap.Logger) func(Event) {
+	if fn == nil {
+		return nil
+	}
+	return func(e Event) { callHook(log, "OnEvent", func() { fn(e) }) }
 }

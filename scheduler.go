@@ -81,8 +81,8 @@ func (w *Watchdog) pass() {
 	if ok {
 		w.arm(next, true)
 	}
-	if len(due) > 0 && w.obs.OnSchedulerTick != nil {
-		w.obs.OnSchedulerTick(ef.lateness)
+	if len(due) > 0 && w.tickObs != nil {
+		w.tickObs.report(ef.lateness)
 	}
 	w.apply(ef)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,7 @@ type Watchdog struct {
 	act       *actor
 	action    func(ctx context.Context, s *Session, v *VerdictError) error
 	obs       Observer
+	tickObs   *tickHook    // calls obs.OnSchedulerTick off the scheduler (nil without the hook)
 	abandoned atomic.Int64 // handler goroutines abandoned at deadline + grace
 	running   atomic.Int64 // handler goroutines still running after abandonment
 	coarse    coarseClock
@@ -147,7 +149,7 @@ func New(opts ...Option) *Watchdog {
 		Lane:     entryLane,
 		Classify: classifyAppendError,
 		Name:     eventName,
-		Recorded: c.obs.OnEvent,
+		Recorded: onEventHook(c.obs.OnEvent, c.log),
 		Clock:    c.clock,
 		Log:      c.log,
 		RetryMin: c.retryMin,
@@ -164,6 +166,10 @@ func New(opts ...Option) *Watchdog {
 	w.armedAt.Store(math.MaxInt64)
 	go func() { defer w.wg.Done(); defer close(w.schedDone); w.schedule() }()
 	go w.act.run() // Close waits for it through act.done, bounded by its ctx
+	if c.obs.OnSchedulerTick != nil {
+		w.tickObs = newTickHook(c.obs.OnSchedulerTick)
+		go w.tickObs.run(w.done, w.log)
+	}
 	return w
 }
 
@@ -416,13 +422,17 @@ func (w *Watchdog) Check(ctx context.Context) error {
 // Close stops the scheduler, cancels the context of every session still
 // watched with cause ErrClosed (recording no terminal event, so each can be
 // resumed where it was), makes a last attempt to record every pending event
-// until ctx ends, and waits for every goroutine the Watchdog started. Callers
-// blocked in Within or Call are released with ErrClosed; a handler function
-// that ignores its context is user code and is not waited for (see
-// AbandonedHandlers). It
-// returns an error wrapping ErrNotRecorded that names each event it could
-// not record. Later calls do nothing but wait for the first one and return
-// its result.
+// until ctx ends, and waits for every goroutine the Watchdog started, until
+// ctx ends. Callers blocked in Within or Call are released with ErrClosed; a
+// handler function that ignores its context is user code and is not waited
+// for (see AbandonedHandlers).
+//
+// Close returns by ctx's deadline whatever user code does: a store Append,
+// an Observer hook, an action or a Clock that ignores its context is left
+// running, and the error names it. The error wraps ErrNotRecorded and names
+// each event Close could not record (the one a hung Append was writing may
+// still be recorded). Later calls do nothing but wait for the first one and
+// return its result.
 func (w *Watchdog) Close(ctx context.Context) error {
 	w.closeOnce.Do(func() {
 		if ctx == nil {
@@ -454,8 +464,15 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		close(w.done)
 		w.stopTicks()
 		actErr := w.act.close(ctx)
-		<-w.schedDone // its last pass may still arm the timer
-		w.closeTimer()
+		// Every wait below ends by ctx's end: a goroutine held by user code
+		// that ignores its context (a Clock, a hook, a store) is named in
+		// the error and left behind.
+		var stuck []string
+		if waitUntil(ctx, w.schedDone) { // its last pass may still arm the timer
+			w.closeTimer()
+		} else {
+			stuck = append(stuck, "the scheduler goroutine (in a call of the Clock)")
+		}
 		for _, s := range live {
 			s.cancel(ErrClosed)
 		}
@@ -465,13 +482,37 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		if ws != nil {
 			ws.Close()
 		}
-		w.closeErr = errors.Join(actErr, w.rec.Close(ctx, ErrNotRecorded))
-		w.wg.Wait()
+		recErr := w.rec.Close(ctx, ErrNotRecorded)
+		all := make(chan struct{})
+		go func() { w.wg.Wait(); close(all) }()
+		if !waitUntil(ctx, all) {
+			stuck = append(stuck, "the recorder goroutine (in the store's Append or Observer.OnEvent)")
+		}
+		if w.tickObs != nil && !waitUntil(ctx, w.tickObs.done) {
+			stuck = append(stuck, "Observer.OnSchedulerTick")
+		}
+		var stuckErr error
+		if len(stuck) > 0 {
+			stuckErr = fmt.Errorf("watchdog: close: %w: still running in user code that ignores its context: %s",
+				ctx.Err(), strings.Join(stuck, "; "))
+		}
+		w.closeErr = errors.Join(actErr, recErr, stuckErr)
 		if w.closeErr != nil {
 			w.log.Error("watchdog: closed with events not recorded", zap.Error(w.closeErr))
 		}
 	})
 	return w.closeErr
+}
+
+// waitUntil waits for done to be closed until ctx ends; it reports whether
+// it was.
+func waitUntil(ctx context.Context, done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // NextDeadline returns the earliest instant at which a verdict is due for

@@ -82,6 +82,7 @@ type Recorder[T, E any] struct {
 	q       queue[slot[T]]
 	lanes   map[string]*lane // lanes backing off after a failed append
 	refused []error
+	gaveUp  bool // Close gave up waiting for the goroutine (an Append that never returns)
 
 	ctx    context.Context // passed to Append; cancelled when Close gives up
 	cancel context.CancelFunc
@@ -167,6 +168,10 @@ func (r *Recorder[T, E]) drain() {
 		// only by this goroutine: they are read after unlocking, through
 		// pointers taken under the lock (a push may grow the chunk list).
 		r.mu.Lock()
+		if r.gaveUp {
+			r.mu.Unlock()
+			return
+		}
 		r.batch, r.at = r.batch[:0], r.at[:0]
 		for ; i < r.q.end && len(r.batch) < batchLen; i++ {
 			if s := r.q.at(i); len(r.lanes) == 0 || r.ready(r.c.Lane(&s.v), now) {
@@ -196,6 +201,10 @@ func (r *Recorder[T, E]) drain() {
 		}
 		clear(r.batch)
 		r.mu.Lock()
+		if r.gaveUp { // Close took the queue: this goroutine's positions are stale
+			r.mu.Unlock()
+			return
+		}
 		for _, p := range r.progress {
 			s := r.q.at(p.pos)
 			s.done = p.done
@@ -224,7 +233,7 @@ func (r *Recorder[T, E]) drain() {
 // attempt appends e, of lane lid. It reports whether e left the queue (recorded, or
 // refused for good). On a transient failure e's lane backs off.
 func (r *Recorder[T, E]) attempt(lid string, e E, final bool) bool {
-	err := r.c.Append(r.ctx, e)
+	err := r.appendOne(e)
 	if err == nil {
 		if r.c.Recorded != nil {
 			r.c.Recorded(e)
@@ -266,6 +275,21 @@ func (r *Recorder[T, E]) attempt(lid string, e E, final bool) bool {
 	return false
 }
 
+// appendOne calls the store's Append, turning a panic into an error (a
+// transient failure: the event is retried, and Close names it if it never
+// goes through).
+func (r *Recorder[T, E]) appendOne(e E) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrAppendPanicked, p)
+		}
+	}()
+	return r.c.Append(r.ctx, e)
+}
+
+// ErrAppendPanicked is wrapped by the error of an Append that panicked.
+var ErrAppendPanicked = errors.New("store Append panicked")
+
 // armRetry arms one clock timer for the earliest lane backing off.
 func (r *Recorder[T, E]) armRetry() {
 	r.mu.Lock()
@@ -294,16 +318,15 @@ func (r *Recorder[T, E]) Close(ctx context.Context, notRecorded error) error {
 	stopCancel := context.AfterFunc(ctx, r.cancel) // unblocks a hung Append
 	defer stopCancel()
 	defer r.cancel()
-	r.Stop()
-	if r.timer != nil {
-		r.timer.Stop()
-		r.timer = nil
-	}
+	// A goroutine stuck in an Append that ignores its context is left
+	// behind: Close returns by ctx's end whatever the store does.
+	stuck := r.StopWithin(ctx) != nil
 	type pendingEvent struct {
 		lane string
 		e    E
 	}
 	r.mu.Lock()
+	r.gaveUp = stuck
 	var pend []pendingEvent
 	for i := r.q.head; i < r.q.end; i++ {
 		s := r.q.at(i)
@@ -315,22 +338,59 @@ func (r *Recorder[T, E]) Close(ctx context.Context, notRecorded error) error {
 	}
 	r.q = queue[slot[T]]{}
 	lanes := r.lanes
-	r.lanes = make(map[string]*lane)
+	if !stuck { // the last attempts start afresh; a stuck goroutine may still read lanes
+		r.lanes = make(map[string]*lane)
+	}
 	r.mu.Unlock()
+	if !stuck && r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+
+	// The last attempts run on a goroutine of their own, so that an Append
+	// that ignores its context cannot hold Close past ctx's end.
+	recorded := make(chan bool, len(pend))
+	if !stuck && len(pend) > 0 {
+		go func() {
+			failed := map[string]bool{}
+			for _, p := range pend {
+				ok := ctx.Err() == nil && !failed[p.lane] && r.attempt(p.lane, p.e, true)
+				if !ok {
+					failed[p.lane] = true
+				}
+				recorded <- ok
+			}
+		}()
+	}
 	var lost []string
 	var lastErr error
-	failed := map[string]bool{}
-	for _, p := range pend {
-		if ctx.Err() == nil && !failed[p.lane] && r.attempt(p.lane, p.e, true) {
+	if stuck {
+		lastErr = errors.New("the store's Append did not return by Close's deadline (it ignores its context); the event it was appending may be recorded")
+	}
+	for i, p := range pend {
+		ok := false
+		if !stuck {
+			select {
+			case ok = <-recorded:
+			case <-ctx.Done():
+				stuck = true
+				lastErr = errors.New("the store's Append did not return by Close's deadline (it ignores its context); the event it was appending may be recorded")
+			}
+		}
+		if ok {
 			continue
 		}
-		failed[p.lane] = true
-		lost = append(lost, r.c.Name(p.e))
+		lost = append(lost, r.c.Name(pend[i].e))
+		if lastErr != nil {
+			continue
+		}
+		r.mu.Lock()
 		if l := r.lanes[p.lane]; l != nil && l.lastErr != nil {
 			lastErr = l.lastErr
 		} else if l := lanes[p.lane]; l != nil && l.lastErr != nil {
 			lastErr = l.lastErr
 		}
+		r.mu.Unlock()
 	}
 	if lastErr == nil {
 		lastErr = ctx.Err()

@@ -1,0 +1,180 @@
+package watchdog_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// hungStore is a MemoryStore whose Append, once hang is set, blocks until
+// release is closed, ignoring its context: the worst a store can do.
+type hungStore struct {
+	*watchdog.MemoryStore
+	mu      sync.Mutex
+	hang    bool
+	release chan struct{}
+}
+
+func newHungStore() *hungStore {
+	return &hungStore{MemoryStore: watchdog.NewMemoryStore(), release: make(chan struct{})}
+}
+
+func (h *hungStore) Append(ctx context.Context, events ...watchdog.Event) error {
+	h.mu.Lock()
+	hang := h.hang
+	h.mu.Unlock()
+	if hang {
+		<-h.release
+	}
+	return h.MemoryStore.Append(ctx, events...)
+}
+
+func (h *hungStore) setHang() {
+	h.mu.Lock()
+	h.hang = true
+	h.mu.Unlock()
+}
+
+// Close returns by its context's deadline although the store's Append never
+// returns, and names the events it could not record. The session was still
+// cancelled on time: a hung store delays the record, never the verdict.
+func TestCloseReturnsByItsDeadlineWhenTheStoreHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newHungStore()
+		defer close(store.release) // the hung Append returns at the end of the test
+		w := watchdog.New(watchdog.WithStore(store))
+		start := time.Now()
+		s, err := w.Start(context.Background(), "s", start, watchdog.Policy{WallClock: time.Second})
+		require.NoError(t, err)
+		synctest.Wait() // the start event is recorded
+		store.setHang()
+		<-s.Context().Done()
+		assert.Equal(t, time.Second+time.Nanosecond, time.Since(start), "cancelled on time")
+
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		closeAt := time.Now()
+		err = w.Close(ctx)
+		assert.Equal(t, 5*time.Second, time.Since(closeAt), "Close returned at its deadline")
+		require.ErrorIs(t, err, watchdog.ErrNotRecorded)
+		assert.ErrorContains(t, err, "runtime.watchdog.decision")
+		assert.ErrorContains(t, err, "runtime.watchdog.cancel")
+		assert.ErrorContains(t, err, "the recorder goroutine")
+	})
+}
+
+// Close returns by its deadline when an Observer hook blocks for good, and
+// a blocked OnSchedulerTick delays no fire: it runs off the scheduler.
+func TestStuckObserverHooksDelayNoFireAndNoClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		var once sync.Once
+		entered := make(chan struct{})
+		obs := watchdog.Observer{
+			OnSchedulerTick: func(time.Duration) {
+				once.Do(func() { close(entered) })
+				<-release
+			},
+			OnEvent: func(e watchdog.Event) {
+				if e.Kind == watchdog.KindCancel && e.AggregateID == "b" {
+					<-release
+				}
+			},
+		}
+		w := watchdog.New(watchdog.WithObserver(obs))
+		start := time.Now()
+		a, err := w.Start(context.Background(), "a", start, watchdog.Policy{WallClock: time.Second})
+		require.NoError(t, err)
+		b, err := w.Start(context.Background(), "b", start, watchdog.Policy{WallClock: 2 * time.Second})
+		require.NoError(t, err)
+		<-a.Context().Done()
+		<-entered // the tick hook is stuck from now on
+		<-b.Context().Done()
+		assert.Equal(t, 2*time.Second+time.Nanosecond, time.Since(start), "the second fire was on time")
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err = w.Close(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.ErrorContains(t, err, "Observer.OnSchedulerTick")
+		assert.ErrorContains(t, err, "Observer.OnEvent")
+	})
+}
+
+// panicStore panics in its first n Appends.
+type panicStore struct {
+	*watchdog.MemoryStore
+	mu sync.Mutex
+	n  int
+}
+
+func (p *panicStore) Append(ctx context.Context, events ...watchdog.Event) error {
+	p.mu.Lock()
+	boom := p.n > 0
+	p.n--
+	p.mu.Unlock()
+	if boom {
+		panic("store: nil map")
+	}
+	return p.MemoryStore.Append(ctx, events...)
+}
+
+// A store whose Append panics crashes nothing and loses nothing: the panic
+// is an append failure, retried with backoff until the event is recorded.
+func TestAPanickingStoreAppendLosesNoVerdict(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &panicStore{MemoryStore: watchdog.NewMemoryStore(), n: 3}
+		w := watchdog.New(watchdog.WithStore(store))
+		s, err := w.Start(context.Background(), "s", time.Now(), watchdog.Policy{WallClock: time.Second})
+		require.NoError(t, err)
+		<-s.Context().Done()
+		time.Sleep(time.Minute) // the retries' backoff
+		synctest.Wait()
+		require.NoError(t, w.Close(context.Background()))
+		evs, err := store.Load(context.Background(), "s")
+		require.NoError(t, err)
+		assert.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
+	})
+}
+
+// Observer hooks that panic crash nothing: the fire, its record and a
+// handler under Call go on as without them, and no handler is left counted
+// as running.
+func TestPanickingObserverHooksCrashNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := watchdog.Observer{
+			OnEvent:         func(watchdog.Event) { panic("OnEvent") },
+			OnSchedulerTick: func(time.Duration) { panic("OnSchedulerTick") },
+			OnHandler: func(ctx context.Context, _ watchdog.Layer, _ string, _ time.Duration) (context.Context, func(error, *watchdog.Event)) {
+				panic("OnHandler")
+			},
+		}
+		store := watchdog.NewMemoryStore()
+		w := watchdog.New(watchdog.WithStore(store), watchdog.WithObserver(obs))
+		s, err := w.Start(context.Background(), "s", time.Now(), watchdog.Policy{WallClock: time.Minute})
+		require.NoError(t, err)
+		require.NoError(t, watchdog.Call(s.Context(), "tool", time.Second, func(context.Context) error { return nil }))
+		err = watchdog.Call(s.Context(), "slow", time.Second, func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		require.ErrorIs(t, err, watchdog.ErrDeadlineExceeded)
+		<-s.Context().Done()
+		synctest.Wait()
+		abandoned, running := w.AbandonedHandlers()
+		assert.Zero(t, abandoned)
+		assert.Zero(t, running)
+		require.NoError(t, w.Close(context.Background()))
+		evs, err := store.Load(context.Background(), "s")
+		require.NoError(t, err)
+		assert.Equal(t, []string{watchdog.KindStart, watchdog.KindHandlerDeadline, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
+	})
+}
