@@ -12,7 +12,7 @@ import (
 )
 
 // actItem is an acting decision waiting for the configured action, or a
-// user callback (call) to run off the scheduler.
+// user callback (call) of session s to run off the scheduler.
 type actItem struct {
 	s         *Session
 	v         *VerdictError
@@ -21,61 +21,110 @@ type actItem struct {
 	noRecheck bool // a user liveness rule: its observation cannot be re-derived
 }
 
-// actor runs the configured action (WithAction) and user callbacks on its own
-// goroutine, one at a time. Its queue is unbounded, so a slow action never
-// blocks the scheduler.
+// actor runs the configured action (WithAction) and user callbacks off the
+// scheduler, one goroutine per session that has some to run: a session's
+// items run one at a time, in order, and a stuck action of one session
+// delays no other session's. Its queues are unbounded, so a slow action
+// never blocks the scheduler.
 type actor struct {
-	record.Worker
 	w       *Watchdog
 	mu      sync.Mutex
-	pending []actItem
+	lanes   map[*Session][]actItem // pending items of each session with a running goroutine
+	running int                    // goroutines running
+	idle    chan struct{}          // closed when running drops to 0; replaced when it rises
+	stopped bool
 	ctx     context.Context
 	cancel  context.CancelFunc
 }
 
 func newActor(w *Watchdog) *actor {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &actor{Worker: record.NewWorker(), w: w, ctx: ctx, cancel: cancel}
+	idle := make(chan struct{})
+	close(idle)
+	return &actor{w: w, lanes: make(map[*Session][]actItem), idle: idle, ctx: ctx, cancel: cancel}
 }
 
-// enqueue hands acting decisions to the action goroutine. It never blocks.
+// enqueue hands acting decisions and callbacks to their sessions'
+// goroutines, starting those that are not running. It never blocks.
 func (a *actor) enqueue(items []actItem) {
 	a.mu.Lock()
-	a.pending = append(a.pending, items...)
-	a.mu.Unlock()
-	a.Poke()
+	defer a.mu.Unlock()
+	if a.stopped {
+		return
+	}
+	for _, it := range items {
+		q, ok := a.lanes[it.s]
+		a.lanes[it.s] = append(q, it)
+		if ok {
+			continue // its goroutine runs it after the items before it
+		}
+		if a.running == 0 {
+			a.idle = make(chan struct{})
+		}
+		a.running++
+		go a.runLane(it.s)
+	}
 }
 
-func (a *actor) drain() {
+// runLane runs session s's items until its queue is empty.
+func (a *actor) runLane(s *Session) {
 	for {
 		a.mu.Lock()
-		items := a.pending
-		a.pending = nil
-		a.mu.Unlock()
-		if len(items) == 0 {
+		q := a.lanes[s]
+		if len(q) == 0 || a.ctx.Err() != nil {
+			delete(a.lanes, s)
+			if a.running--; a.running == 0 {
+				close(a.idle)
+			}
+			a.mu.Unlock()
 			return
 		}
-		for _, it := range items {
-			if a.ctx.Err() != nil {
-				return
-			}
-			if it.call != nil {
-				a.w.runCallback(a.ctx, it.call)
-				continue
-			}
+		it := q[0]
+		a.lanes[s] = q[1:]
+		a.mu.Unlock()
+		if it.call != nil {
+			a.w.runCallback(a.ctx, it.call)
+		} else {
 			a.w.runAction(a.ctx, it)
 		}
 	}
 }
 
-func (a *actor) run() { a.Loop(a.drain) }
+// Barrier returns once no action or callback is pending or running (so
+// every one queued before the call has finished), ErrStopped after close,
+// or ctx's error.
+func (a *actor) Barrier(ctx context.Context) error {
+	for {
+		a.mu.Lock()
+		idle, stopped := a.idle, a.stopped
+		a.mu.Unlock()
+		if stopped {
+			return record.ErrStopped
+		}
+		select {
+		case <-idle:
+			a.mu.Lock()
+			done := a.running == 0
+			a.mu.Unlock()
+			if done {
+				return nil
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
 
-// close stops the action goroutine: it cancels the context of a running
-// action or callback and waits for it to return, until ctx ends.
+// close stops the actor: it cancels the context of the running actions and
+// callbacks and waits for them to return, until ctx ends.
 func (a *actor) close(ctx context.Context) error {
+	a.mu.Lock()
+	a.stopped = true
+	idle := a.idle
+	a.mu.Unlock()
 	a.cancel()
-	if err := a.StopWithin(ctx); err != nil {
-		return fmt.Errorf("watchdog: close: an action or callback ignores its context and is still running: %w", err)
+	if !waitUntil(ctx, idle) {
+		return fmt.Errorf("watchdog: close: an action or callback ignores its context and is still running: %w", ctx.Err())
 	}
 	return nil
 }

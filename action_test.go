@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -15,47 +16,74 @@ import (
 
 // Decision first, then action: with a custom action, the verdict is derived
 // again at the action's own instant; fresh evidence in between supersedes it.
+// Here b's idle decision waits behind b's own Wait callback, and b speaks up
+// meanwhile.
 func TestFreshEvidenceBeforeTheActionSupersedesTheDecision(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
-	entered, release := make(chan string, 2), make(chan struct{})
-	var first atomic.Bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	idleDecided := make(chan struct{})
 	var acted []string
-	w := newWatchdog(t, mock, store, watchdog.WithAction(func(ctx context.Context, s *watchdog.Session, v *watchdog.VerdictError) error {
-		if first.CompareAndSwap(false, true) {
-			entered <- s.ID()
-			<-release
-		}
-		acted = append(acted, s.ID())
-		return nil
-	}))
-	a, err := w.Start(context.Background(), "a", t0, watchdog.Policy{WallClock: 10*time.Second - 1})
+	w := newWatchdog(t, mock, store,
+		watchdog.WithAction(func(ctx context.Context, s *watchdog.Session, v *watchdog.VerdictError) error {
+			acted = append(acted, v.Rule)
+			return nil
+		}),
+		watchdog.WithObserver(watchdog.Observer{OnEvent: func(e watchdog.Event) {
+			if e.Kind == watchdog.KindDecision && e.Rule == "idle" {
+				close(idleDecided)
+			}
+		}}))
+	b, err := w.Start(context.Background(), "b", t0, idlePolicy())
 	require.NoError(t, err)
-	p := idlePolicy()
-	b, err := w.Start(context.Background(), "b", t0, p)
-	require.NoError(t, err)
-	b.Touch(watchdog.ChannelStdout)
+	b.Wait(time.Second, func(context.Context, *watchdog.Session, uint64) {
+		close(entered)
+		<-release // holds b's actions
+	})
+	mock.Add(time.Second)
+	<-entered // the wait timed out at t0+1s: idleness counts from there
 
 	mock.Add(10*time.Second + 1)
 	checked := make(chan error, 1)
 	go func() { checked <- w.Check(context.Background()) }()
-	require.Equal(t, "a", <-entered) // a's action runs; b's decision waits behind it
-	b.Touch(watchdog.ChannelStdout)  // b speaks up before its action runs
+	<-idleDecided                   // the idle action waits behind the callback
+	b.Touch(watchdog.ChannelStdout) // b speaks up before its action runs
 	close(release)
 	require.NoError(t, <-checked)
 	require.NoError(t, w.Check(context.Background()))
 
-	require.ErrorIs(t, context.Cause(a.Context()), watchdog.ErrWallClockExceeded)
 	require.NoError(t, b.Context().Err(), "b was not killed")
-	assert.Equal(t, []string{"a"}, acted)
+	assert.Empty(t, acted)
 	evs := load(t, store, "b")
 	dec, sup := ofKind(evs, watchdog.KindDecision), ofKind(evs, watchdog.KindSuperseded)
 	require.Len(t, dec, 1)
 	require.Len(t, sup, 1)
 	assert.Equal(t, dec[0].ID, sup[0].DecidedByDecisionID)
 	assert.Empty(t, ofKind(evs, watchdog.KindCancel))
-	aev := load(t, store, "a")
-	assert.Equal(t, ofKind(aev, watchdog.KindDecision)[0].ID, ofKind(aev, watchdog.KindCancel)[0].DecidedByDecisionID)
+}
+
+// One session's stuck action delays no other session's: each session's
+// actions run on a goroutine of their own.
+func TestAStuckActionOfOneSessionDelaysNoOtherSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		w := watchdog.New(watchdog.WithAction(func(ctx context.Context, s *watchdog.Session, v *watchdog.VerdictError) error {
+			if s.ID() == "stuck" {
+				<-release // ignores its context
+			}
+			return nil
+		}))
+		start := time.Now()
+		_, err := w.Start(context.Background(), "stuck", start, watchdog.Policy{WallClock: time.Second})
+		require.NoError(t, err)
+		other, err := w.Start(context.Background(), "other", start, watchdog.Policy{WallClock: 2 * time.Second})
+		require.NoError(t, err)
+		<-other.Context().Done()
+		assert.Equal(t, 2*time.Second+time.Nanosecond, time.Since(start), "other's action ran at its instant")
+		require.ErrorIs(t, context.Cause(other.Context()), watchdog.ErrWallClockExceeded)
+		close(release)
+		require.NoError(t, w.Close(context.Background()))
+	})
 }
 
 func TestAFailingActionIsRecordedAndNeverBypassed(t *testing.T) {

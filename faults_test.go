@@ -178,3 +178,40 @@ func TestPanickingObserverHooksCrashNothing(t *testing.T) {
 		assert.Equal(t, []string{watchdog.KindStart, watchdog.KindHandlerDeadline, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
 	})
 }
+
+// panicLoadStore's Load panics once.
+type panicLoadStore struct {
+	*watchdog.MemoryStore
+	mu   sync.Mutex
+	boom bool
+}
+
+func (p *panicLoadStore) Load(ctx context.Context, id string) ([]watchdog.Event, error) {
+	p.mu.Lock()
+	boom := p.boom
+	p.boom = false
+	p.mu.Unlock()
+	if boom {
+		panic("store: Load")
+	}
+	return p.MemoryStore.Load(ctx, id)
+}
+
+// A Load that panics fails the Resume with an error and leaves the session
+// id free: the next Resume of it works.
+func TestAPanickingLoadFailsTheResumeAndFreesTheID(t *testing.T) {
+	mock := newMock()
+	store := &panicLoadStore{MemoryStore: watchdog.NewMemoryStore()}
+	w1 := newWatchdog(t, mock, store)
+	_, err := w1.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, w1.Close(context.Background()))
+
+	w2 := newWatchdog(t, mock, store)
+	store.boom = true
+	_, err = w2.Resume(context.Background(), "s", watchdog.Policy{WallClock: time.Hour})
+	require.ErrorContains(t, err, "store Load panicked")
+	s, err := w2.Resume(context.Background(), "s", watchdog.Policy{WallClock: time.Hour})
+	require.NoError(t, err)
+	assert.Equal(t, 1, s.Window())
+}

@@ -116,6 +116,6 @@ func (wt *waiter) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 	}
 	if wt.fn != nil {
 		fn, gen := wt.fn, wt.gen
-		ef.acts = append(ef.acts, actItem{call: func(ctx context.Context) { fn(ctx, s, gen) }})
+		ef.acts = append(ef.acts, actItem{s: s, call: func(ctx context.Context) { fn(ctx, s, gen) }})
 	}
 }

@@ -165,7 +165,6 @@ func New(opts ...Option) *Watchdog {
 	go func() { defer w.wg.Done(); w.rec.Run() }()
 	w.armedAt.Store(math.MaxInt64)
 	go func() { defer w.wg.Done(); defer close(w.schedDone); w.schedule() }()
-	go w.act.run() // Close waits for it through act.done, bounded by its ctx
 	if c.obs.OnSchedulerTick != nil {
 		w.tickObs = newTickHook(c.obs.OnSchedulerTick)
 		go w.tickObs.run(w.done, w.log)
@@ -243,7 +242,7 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 	// Pending events first: an event that leaves the queue after this
 	// point is in the store when Load reads it.
 	pending := w.rec.Pending(id)
-	loaded, err := w.store.Load(ctx, id)
+	loaded, err := loadEvents(ctx, w.store, id)
 	if err == nil && len(loaded) == 0 && len(pending) == 0 {
 		err = fmt.Errorf("%w: %q", ErrUnknownSession, id)
 	} else if err != nil {
@@ -502,6 +501,16 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		}
 	})
 	return w.closeErr
+}
+
+// loadEvents calls the store's Load, turning a panic into an error.
+func loadEvents(ctx context.Context, store EventStore, id string) (evs []Event, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("store Load panicked: %v", p)
+		}
+	}()
+	return store.Load(ctx, id)
 }
 
 // waitUntil waits for done to be closed until ctx ends; it reports whether

@@ -142,10 +142,10 @@ func TestOutcomesOfCustomActions(t *testing.T) {
 		t.Errorf("action_failed summary: %s", s)
 	}
 	racer := session(t, r, "racer")
-	if want := []string{"start", "DECISION act", "superseded", "stop"}; !reflect.DeepEqual(labels(racer), want) {
+	if want := []string{"start", "wait_timeout", "DECISION act", "superseded", "stop"}; !reflect.DeepEqual(labels(racer), want) {
 		t.Errorf("racer: %q", labels(racer))
 	}
-	if s := racer.Timeline[2].Summary; !strings.Contains(s, racer.Timeline[1].Event.ID) {
+	if s := racer.Timeline[3].Summary; !strings.Contains(s, racer.Timeline[2].Event.ID) {
 		t.Errorf("superseded summary does not link the decision: %s", s)
 	}
 }
