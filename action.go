@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -175,10 +176,13 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 	}
 	s.clearActing()
 	if err != nil {
+		s.rw().failed++
+		backoff := actionBackoff(s.cfg.limits.SettleInterval, s.rare.failed)
 		e := s.event(KindActionFailed, now)
 		e.Rule, e.Reason, e.DecidedByDecisionID, e.Error = it.v.Rule, it.v.reason, it.v.DecisionID, err.Error()
+		e.Attempt, e.LimitSeconds = s.rare.failed, backoff.Seconds()
 		w.record(&ef, e)
-		due := toNanos(now.Add(s.cfg.limits.SettleInterval))
+		due := toNanos(now.Add(backoff))
 		w.heap.Push(&s.item, due)
 		w.flushLocked(&ef)
 		w.mu.Unlock()
@@ -186,7 +190,8 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 		w.apply(&ef)
 		w.log.Error("watchdog: action failed; the session keeps running and the rule is looked at again",
 			zap.String("session_id", s.id), zap.String("rule", it.v.Rule),
-			zap.String("decision_id", it.v.DecisionID), zap.Error(err))
+			zap.String("decision_id", it.v.DecisionID), zap.Int("failures", s.rare.failed),
+			zap.Duration("retry_in", backoff), zap.Error(err))
 		return
 	}
 	w.endLocked(s, it.v, sn, now, &ef)
@@ -195,6 +200,22 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 	w.apply(&ef)
 	w.log.Info("watchdog: session stopped by action", zap.String("session_id", s.id),
 		zap.String("reason", it.v.reason), zap.String("decision_id", it.v.DecisionID))
+}
+
+// maxActionBackoff caps the wait before a failed action's rule is looked
+// at again: a session whose action keeps failing records at most about six
+// decisions (and six action_failed events) an hour once it is reached.
+const maxActionBackoff = 10 * time.Minute
+
+// actionBackoff is the wait before the rule is looked at again after the
+// failed-th consecutive failure of its action: the settle interval,
+// doubling with each failure, up to maxActionBackoff.
+func actionBackoff(interval time.Duration, failed int) time.Duration {
+	d := interval
+	for i := 1; i < failed && d < maxActionBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxActionBackoff)
 }
 
 // runCallback runs a user callback, logging a panic instead of crashing the

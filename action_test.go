@@ -114,6 +114,34 @@ func TestAFailingActionIsRecordedAndNeverBypassed(t *testing.T) {
 	assert.Len(t, ofKind(evs, watchdog.KindCancel), 1)
 }
 
+// An action that keeps failing stays loud and is never bypassed, but the
+// rule is looked at again after a backoff that doubles from the settle
+// interval up to 10 minutes: a stuck session writes a bounded number of
+// events an hour (six decisions and six action_failed once at the cap).
+func TestAFailingActionBacksOffToABoundedNumberOfEventsAnHour(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store, watchdog.WithAction(func(context.Context, *watchdog.Session, *watchdog.VerdictError) error {
+		return errors.New("permission denied")
+	}))
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: 10 * time.Second})
+	require.NoError(t, err)
+	advance(t, mock, 10*time.Second+1, w)
+	advance(t, mock, time.Hour, w)
+	require.NoError(t, s.Context().Err(), "never bypassed")
+	f := ofKind(load(t, store, "s"), watchdog.KindActionFailed)
+	var backoffs []float64
+	for i, e := range f {
+		assert.Equal(t, i+1, e.Attempt)
+		backoffs = append(backoffs, e.LimitSeconds)
+	}
+	assert.Equal(t, []float64{10, 20, 40, 80, 160, 320, 600, 600, 600, 600, 600}, backoffs)
+
+	before := len(f)
+	advance(t, mock, time.Hour, w)
+	assert.Equal(t, 6, len(ofKind(load(t, store, "s"), watchdog.KindActionFailed))-before, "six failures an hour at the cap")
+}
+
 // With a custom action and the default SettleChecks (3), a session silent
 // past its settle window gets its action, once: the verdict derived again at
 // the action's instant still acts, so nothing supersedes the decision. A

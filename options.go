@@ -57,15 +57,17 @@ func defaultConfig() config {
 // Default: none; the scheduler then cancels the session's context with the
 // verdict as its cause, at the instant of the decision.
 //
-// The action runs on the Watchdog's action goroutine, one action at a time,
-// never under a lock; it should be quick and respect ctx (cancelled by
-// Close). Before it runs, the verdict is derived again at the action's own
+// The action runs off the scheduler, never under a lock, on a goroutine of
+// its session's: one action (or Wait callback) of a session at a time, in
+// order, while other sessions' run beside it. It should respect ctx
+// (cancelled by Close). Before it runs, the verdict is derived again at the action's own
 // instant; if fresh evidence arrived in between, the decision is recorded as
 // superseded and the action does not run. It must not call Check or Close.
 // When it returns nil the window ends: a cancel event linked to the decision
 // is recorded and the session's context is cancelled with v. An error (or a
 // panic) is logged, recorded as an action_failed event, and the rule is
-// looked at again one settle interval later; the session is not cancelled
+// looked at again after a backoff: the settle interval, doubling with each
+// consecutive failure, at most 10 minutes. The session is not cancelled
 // behind the action's back.
 func WithAction(a func(ctx context.Context, s *Session, v *VerdictError) error) Option {
 	return func(c *config) { c.action = a }

@@ -109,7 +109,7 @@ func (s *Session) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 // decideLocked decides session s at now and applies the verdict: a Continue
 // is recorded if it is worth it and rescheduled; an Advise (shadow) records
 // its decision and decides again; an Act records its decision, then ends
-// the window (the default action) or hands it to the action goroutine.
+// the window (the default action) or hands it to the session's action goroutine.
 // Called with w.mu held.
 func (w *Watchdog) decideLocked(s *Session, now time.Time, ef *effects) {
 	for {

@@ -42,7 +42,7 @@ type waiter struct {
 //
 // On fire the session is NOT cancelled: the Watchdog records a
 // runtime.watchdog.wait_timeout verdict, leaves the waiting state, and calls
-// onTimeout exactly once, on its action goroutine (for example to emit a
+// onTimeout exactly once, on the session's action goroutine (for example to emit a
 // synthetic result into the agent's next turn), unless Close comes first.
 // onTimeout may be nil; it must not call Check or Close.
 func (s *Session) Wait(timeout time.Duration, onTimeout func(ctx context.Context, s *Session, generation uint64)) uint64 {

@@ -80,8 +80,9 @@ type Watchdog struct {
 }
 
 // New returns a running Watchdog. Without options it records to a private
-// MemoryStore, reads the real clock and logs nothing. It starts a scheduler,
-// a recorder and an action goroutine; with the real clock on Linux, also a
+// MemoryStore, reads the real clock and logs nothing. It starts a scheduler
+// and a recorder goroutine (and, while actions or Wait callbacks run, one
+// goroutine per session that has some); with the real clock on Linux, also a
 // timerfd (one file descriptor) and the goroutine that reads it, a backstop
 // for the scheduler's timer (none inside a testing/synctest bubble). Close
 // releases all of them.
