@@ -136,6 +136,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 	s := it.s
 	var ef effects
 	now := w.now()
+	w.refreshCoarse(toNanos(now))
 	w.mu.Lock()
 	if s.state.Load() != stateRunning {
 		w.mu.Unlock() // the window ended meanwhile: a benign no-op

@@ -14,3 +14,11 @@ func SetWorkspaceHook(w *Watchdog, f func(*Session)) {
 // d, while the time elapsed between readings flows on: what NTP or an
 // operator setting the system clock does to the real clock.
 func StepWallClock(w *Watchdog, d time.Duration) { w.wallSkew.Add(int64(d)) }
+
+// HoldEvidenceTicks holds w's evidence-clock ticks, as a starved machine
+// would, until release is called.
+func HoldEvidenceTicks(w *Watchdog) (release func()) {
+	g := make(chan struct{})
+	w.coarse.hold.Store(&g)
+	return func() { w.coarse.hold.Store(nil); close(g) }
+}

@@ -36,6 +36,7 @@ func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err err
 	}
 	w := s.w
 	now := w.now()
+	w.refreshCoarse(toNanos(now))
 	var ef effects
 	w.mu.Lock()
 	if s.state.Load() != stateRunning {

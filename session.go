@@ -139,6 +139,7 @@ func (w *Watchdog) config(p Policy) *sessionConfig {
 		return c
 	}
 	c := newSessionConfig(p)
+	w.coarse.retainFor(c.limits)
 	w.lastConfig.Store(c)
 	return c
 }

@@ -101,6 +101,7 @@ func New(opts ...Option) *Watchdog {
 	}
 	var rt *time.Timer
 	var bs *backstop.Backstop
+	var hist *stampHistory // the evidence stamps' history (see coarseClock.dated)
 	if reflect.TypeOf(c.clock) == realClockType {
 		// The real clock: one timer reset in place, whose channel wakes the
 		// scheduler goroutine itself, instead of an AfterFunc (a timer, a
@@ -108,6 +109,8 @@ func New(opts ...Option) *Watchdog {
 		rt = time.NewTimer(time.Hour)
 		rt.Stop()
 		bs = backstop.New()
+		hist = &stampHistory{}
+		hist.retain.Store(int64(time.Minute))
 	}
 	if c.log == nil {
 		c.log = zap.NewNop()
@@ -136,6 +139,7 @@ func New(opts ...Option) *Watchdog {
 		done:      make(chan struct{}),
 		schedDone: make(chan struct{}),
 	}
+	w.coarse.hist = hist
 	w.wakeFn = w.wake
 	w.act = newActor(w)
 	var one [1]Event // Append's argument: the recorder appends from one goroutine at a time
@@ -352,7 +356,7 @@ func (w *Watchdog) release(s *Session) {
 // its deadline, enqueues its lifecycle event and arms the timer.
 func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 	now := w.now()
-	w.coarse.refresh(toNanos(now))
+	w.refreshCoarse(toNanos(now))
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
