@@ -100,3 +100,43 @@ func TestUserLivenessRulesMustBeDeclared(t *testing.T) {
 	}
 	require.NoError(t, watchdog.Policy{LivenessRules: []string{"x"}, RuleModes: map[string]watchdog.Mode{"x": watchdog.ModeShadow}}.Validate())
 }
+
+// fired_at is the decision's instant however late the custom action
+// completes: here the action of a liveness rule returns after the clock
+// moved on 5 s, and the cancel records that instant as occurred_at and the
+// decision's as fired_at, on every run.
+func TestACustomActionsCancelIsFiredAtTheDecisionsInstant(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	entered, release := make(chan struct{}), make(chan struct{})
+	w := newWatchdog(t, mock, store, watchdog.WithAction(func(context.Context, *watchdog.Session, *watchdog.VerdictError) error {
+		close(entered)
+		<-release
+		return nil
+	}))
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{
+		WallClock: time.Hour, SettleChecks: 1, LivenessRules: []string{"probe"},
+		RuleModes: map[string]watchdog.Mode{"probe": watchdog.ModeAct},
+	})
+	require.NoError(t, err)
+	advance(t, mock, time.Second, w)
+	decided, err := s.ReportLiveness("probe", true)
+	require.NoError(t, err)
+	require.True(t, decided)
+	<-entered
+	mock.Add(5 * time.Second) // the action is slow
+	close(release)
+	require.NoError(t, w.Check(context.Background()))
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrLivenessFailed)
+
+	evs := load(t, store, "s")
+	d, c := ofKind(evs, watchdog.KindDecision), ofKind(evs, watchdog.KindCancel)
+	require.Len(t, d, 1)
+	require.Len(t, c, 1)
+	assert.Equal(t, t0.Add(time.Second), d[0].OccurredAt)
+	assert.Equal(t, d[0].OccurredAt, c[0].FiredAt, "fired at the decision")
+	assert.Equal(t, t0.Add(6*time.Second), c[0].OccurredAt, "recorded when the action completed")
+	mismatches, err := watchdog.Replay(evs)
+	require.NoError(t, err)
+	assert.Empty(t, mismatches)
+}

@@ -189,7 +189,12 @@ func (w *Watchdog) pullInLocked(s *Session, due int64) {
 // records the cancel event, linked to the decision. Called with w.mu held.
 func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, now time.Time, ef *effects) {
 	w.endWindowLocked(s, ve)
-	w.record(ef, s.cancelEvent("", ve, s.summary(sn, now), s.childWait(sn, now), now))
+	// fired_at is the decision's instant, whenever the action completed.
+	firedAt := now
+	if !ve.FiredAt.IsZero() {
+		firedAt = w.onTimeline(ve.FiredAt)
+	}
+	w.record(ef, s.cancelEvent("", ve, s.summary(sn, now), s.childWait(sn, now), now, firedAt))
 	ef.cancels = append(ef.cancels, cancellation{s: s, cancel: s.cancel, cause: ve})
 }
 
@@ -316,7 +321,7 @@ func (w *Watchdog) entryEvents(dst []Event, en *entry) []Event {
 	decisionID, cancelID := w.ids.Pair(s.end.decision, en.seq)
 	ve := (*firedCause)(s).verdictWithID(decisionID)
 	dec := s.decisionEvent(decisionID, f, ModeAct, summary)
-	cancel := s.cancelEvent(cancelID, &ve, summary, f.childWait, f.now)
+	cancel := s.cancelEvent(cancelID, &ve, summary, f.childWait, f.now, f.now)
 	shiftEvent(&dec, s.end.off)
 	shiftEvent(&cancel, s.end.off)
 	return append(dst, dec, cancel)
@@ -422,12 +427,13 @@ func (s *Session) decisionEvent(id string, f *decisionFacts, mode Mode, summary 
 	return e
 }
 
-// cancelEvent builds the cancel event, with id, of verdict ve. Like event
-// it may run on the recorder goroutine.
-func (s *Session) cancelEvent(id string, ve *VerdictError, summary []EvidenceEntry, childWait time.Duration, now time.Time) Event {
+// cancelEvent builds the cancel event, with id, of verdict ve, recorded at
+// now for a decision taken at firedAt (both on the timeline). Like event it
+// may run on the recorder goroutine.
+func (s *Session) cancelEvent(id string, ve *VerdictError, summary []EvidenceEntry, childWait time.Duration, now, firedAt time.Time) Event {
 	e := s.event(KindCancel, now)
 	e.ID = id
-	e.Reason, e.FiredAt = ve.reason, e.OccurredAt
+	e.Reason, e.FiredAt = ve.reason, firedAt.UTC()
 	e.Rule, e.DecidedByDecisionID = ve.Rule, ve.DecisionID
 	e.Recoverable = &ve.Recoverable
 	e.MeasureSeconds, e.LimitSeconds = ve.Elapsed.Seconds(), ve.Budget.Seconds()
