@@ -252,3 +252,49 @@ func TestStarvedEvidenceClockNeverMakesEvidenceLookOlder(t *testing.T) {
 		assert.Equal(t, start.Add(6500*time.Millisecond).UTC(), *entry(t, cont[0], "workspace").LastAt)
 	})
 }
+
+// fixedStore's Load returns its events whatever the id.
+type fixedStore struct {
+	*watchdog.MemoryStore
+	events []watchdog.Event
+}
+
+func (f *fixedStore) Load(context.Context, string) ([]watchdog.Event, error) { return f.events, nil }
+
+// Resume refuses what a store hands back that the Watchdog cannot continue
+// from, with an error wrapping ErrInvalidEvent that names it, and leaves the
+// id free: a window at the top of its type, another session's event, an
+// instant it cannot time, an invalid event.
+func TestResumeRefusesAStoresGarbage(t *testing.T) {
+	base := watchdog.Event{ID: "e1", AggregateID: "s", Kind: watchdog.KindStart, Window: 1,
+		SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0}
+	for name, tc := range map[string]struct {
+		edit func(e *watchdog.Event)
+		want string
+	}{
+		"last window":      {func(e *watchdog.Event) { e.Kind, e.Window = watchdog.KindStop, 1<<31-1 }, "last one a session can have"},
+		"another session":  {func(e *watchdog.Event) { e.AggregateID = "other" }, `of session "other"`},
+		"untimeable start": {func(e *watchdog.Event) { e.SessionStartedAt = time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC) }, "outside the years"},
+		"window zero":      {func(e *watchdog.Event) { e.Window = 0 }, "window 0"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := base
+			tc.edit(&e)
+			mock := newMock()
+			w := newWatchdog(t, mock, &fixedStore{MemoryStore: watchdog.NewMemoryStore(), events: []watchdog.Event{e}})
+			_, err := w.Resume(context.Background(), "s", watchdog.Policy{})
+			require.ErrorIs(t, err, watchdog.ErrInvalidEvent)
+			assert.ErrorContains(t, err, tc.want)
+			_, err = w.Start(context.Background(), "s", t0, watchdog.Policy{})
+			require.NoError(t, err, "the id is free again")
+		})
+	}
+}
+
+// Start refuses a start it cannot time instead of saturating it.
+func TestStartRefusesAStartItCannotTime(t *testing.T) {
+	w := newWatchdog(t, newMock(), watchdog.NewMemoryStore())
+	_, err := w.Start(context.Background(), "s", time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), watchdog.Policy{})
+	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "outside the years 1678 to 2262")
+}

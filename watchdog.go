@@ -209,6 +209,9 @@ func (w *Watchdog) Start(ctx context.Context, id string, startedAt time.Time, p 
 	if startedAt.IsZero() {
 		return nil, fmt.Errorf("%w: session %q: zero session_started_at", ErrInvalidArgument, id)
 	}
+	if !representable(startedAt) {
+		return nil, fmt.Errorf("%w: session %q: session_started_at %v is outside the years 1678 to 2262 that the Watchdog can time", ErrInvalidArgument, id, startedAt)
+	}
 	s := w.newSession(ctx, id, p)
 	w.now() // the wall clock's offset, current
 	s.sessionStartedAt = w.onTimeline(startedAt).UTC()
@@ -270,6 +273,11 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 				continue
 			}
 			seen[e.ID] = true
+			if err := checkLoaded(&e, id); err != nil {
+				w.release(s)
+				s.cancel(err)
+				return nil, err
+			}
 			if !e.SessionStartedAt.IsZero() {
 				s.sessionStartedAt = e.SessionStartedAt.UTC()
 			}
@@ -294,6 +302,12 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 		return nil, err
 	}
 	window, fresh := decide.ResumeWindow(last, ended)
+	if window > math.MaxInt32 {
+		w.release(s)
+		err := fmt.Errorf("%w: resume %q: window %d is the last one a session can have", ErrInvalidEvent, id, last)
+		s.cancel(err)
+		return nil, err
+	}
 	s.window = int32(window)
 	s.windowStartedAt = lastWindowStart.UTC()
 	if fresh {
@@ -506,6 +520,28 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		}
 	})
 	return w.closeErr
+}
+
+// representable reports whether t is within the years 1678 to 2262: the
+// instants the Watchdog can time (Unix nanoseconds in an int64).
+func representable(t time.Time) bool { return !t.Before(minNanos) && !t.After(maxNanos) }
+
+// checkLoaded refuses an event read back from the store that the Watchdog
+// cannot continue from: invalid, another session's, or with an instant it
+// cannot time.
+func checkLoaded(e *Event, id string) error {
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("resume %q: the store returned %w", id, err)
+	}
+	if e.AggregateID != id {
+		return fmt.Errorf("%w: resume %q: the store returned event %s of session %q", ErrInvalidEvent, id, e.ID, e.AggregateID)
+	}
+	for _, t := range [...]time.Time{e.SessionStartedAt, e.WindowStartedAt} {
+		if !t.IsZero() && !representable(t) {
+			return fmt.Errorf("%w: resume %q: event %s: instant %v is outside the years 1678 to 2262", ErrInvalidEvent, id, e.ID, t)
+		}
+	}
+	return nil
 }
 
 // loadEvents calls the store's Load, turning a panic into an error.
