@@ -61,6 +61,10 @@ const (
 	// KindWaitTimeout records the waiting watchdog's fire (a verdict that
 	// does not cancel); generation is the arm that fired.
 	KindWaitTimeout = "runtime.watchdog.wait_timeout"
+	// KindProcessKilled records the outcome of a kill of a command started
+	// with Command, at the end of its grace: reason "sigterm" or
+	// "sigkill", processes_alive.
+	KindProcessKilled = "runtime.handler.process_killed"
 	// KindAttemptCancelled records that a recoverable verdict ended a
 	// RunPhase attempt instead of the window.
 	KindAttemptCancelled = "runtime.watchdog.attempt_cancelled"
@@ -158,6 +162,10 @@ type Event struct {
 	// Attempt is set on RunPhase's events (with Handler, the phase's
 	// name, and Layer "phase").
 	Attempt int `json:"attempt,omitempty"`
+	// ProcessesAlive is, on a process_killed event, how many processes of
+	// the command (its process group and, on Linux, its process tree) were
+	// still alive at the end of the grace and got SIGKILL.
+	ProcessesAlive int `json:"processes_alive,omitempty"`
 	// Generation is the waiting watchdog's arm on a wait_timeout event.
 	Generation uint64 `json:"generation,omitempty"`
 	// HandlersInFlight and Waiting are decision inputs on verdict events:

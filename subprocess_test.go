@@ -30,6 +30,28 @@ func TestMain(m *testing.M) {
 		silentFileWriter(dir)
 		return
 	}
+	switch os.Getenv("WATCHDOG_HELPER") {
+	case "setsid":
+		// A command whose child leaves its process group (setsid) and
+		// keeps running.
+		c := exec.Command("sleep", "1000")
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := c.Start(); err != nil {
+			os.Exit(2)
+		}
+		fmt.Println(c.Process.Pid)
+		_, _ = io.Copy(io.Discard, os.Stdin) // until killed
+		return
+	case "orchestrator":
+		// An orchestrator that starts a command, then is SIGKILLed.
+		c := watchdog.Command(context.Background(), time.Second, "sleep", "1000")
+		if err := c.Start(); err != nil {
+			os.Exit(2)
+		}
+		fmt.Println(c.Process.Pid)
+		_, _ = io.Copy(io.Discard, os.Stdin) // until killed
+		return
+	}
 	os.Exit(m.Run())
 }
 
@@ -92,6 +114,74 @@ func liveInGroup(t *testing.T, pgid int) []int {
 // a zombie); a pidfd becomes readable exactly when it has exited, so the
 // test waits for that event (10 s is only a safety net, never reached when
 // the group was killed).
+// requireGone waits, up to 10 s, for process pid to exit (a pidfd polls
+// readable when it does).
+func requireGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return // already gone
+	}
+	defer unix.Close(fd)
+	n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 10_000)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "%s (pid %d) is still alive", what, pid)
+}
+
+// helperCommand runs this test binary as the helper mode, with a pipe to
+// its stdin (it runs until killed) and its stdout's first line parsed as
+// a pid.
+func helperCommand(t *testing.T, cmd *exec.Cmd, mode string) (pid int) {
+	t.Helper()
+	cmd.Env = append(os.Environ(), "WATCHDOG_HELPER="+mode)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = stdin.Close() })
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	pid, err = strconv.Atoi(strings.TrimSpace(line))
+	require.NoError(t, err)
+	return pid
+}
+
+// A process that left the command's group (setsid) is stopped with it, and
+// the outcome is recorded: every process was gone within the grace.
+func TestCommandStopsADescendantThatLeftItsGroup(t *testing.T) {
+	mock := newMock()
+	killed := make(chan watchdog.Event, 1)
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore(), watchdog.WithObserver(watchdog.Observer{OnEvent: func(e watchdog.Event) {
+		if e.Kind == watchdog.KindProcessKilled {
+			killed <- e
+		}
+	}}))
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: time.Hour})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(s.Context())
+	cmd := watchdog.Command(ctx, 200*time.Millisecond, os.Args[0], "-test.run=^$")
+	grandchild := helperCommand(t, cmd, "setsid")
+	cancel()
+	_ = cmd.Wait()
+	requireGone(t, grandchild, "the setsid grandchild")
+	e := <-killed
+	assert.Equal(t, filepath.Base(os.Args[0]), e.Handler)
+	assert.Equal(t, "sigterm", e.Reason)
+	assert.Zero(t, e.ProcessesAlive)
+	assert.Equal(t, 0.2, e.LimitSeconds)
+}
+
+// A command dies with an orchestrator that is SIGKILLed (the kernel's
+// parent-death signal): the orchestrator runs as a child process here.
+func TestACommandDiesWithItsKilledOrchestrator(t *testing.T) {
+	orch := exec.Command(os.Args[0], "-test.run=^$")
+	child := helperCommand(t, orch, "orchestrator")
+	require.NoError(t, orch.Process.Kill())
+	_ = orch.Wait()
+	requireGone(t, child, "the command of the killed orchestrator")
+}
+
 func requireGroupGone(t *testing.T, pgid int) {
 	t.Helper()
 	for _, pid := range liveInGroup(t, pgid) {
