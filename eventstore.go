@@ -205,6 +205,34 @@ type wireEvent struct {
 	Verdict        string `json:"verdict,omitempty"`
 	StopReasonCode string `json:"stop_reason_code,omitempty"`
 	Phase          string `json:"phase,omitempty"`
+	// EvidenceSummary, by its depth, stands for Event's: it adds each
+	// channel's age_seconds (occurred_at minus last_at).
+	EvidenceSummary []evidenceJSON `json:"evidence_summary,omitempty"`
+}
+
+// evidenceJSON is an EvidenceEntry as JSON, with its age at the event.
+type evidenceJSON struct {
+	Channel    string     `json:"channel"`
+	LastAt     *time.Time `json:"last_at"`
+	AgeSeconds *float64   `json:"age_seconds"`
+	Counter    uint64     `json:"counter"`
+}
+
+// summaryJSON is e's evidence summary with each channel's age.
+func summaryJSON(e *Event) []evidenceJSON {
+	if len(e.EvidenceSummary) == 0 {
+		return nil
+	}
+	out := make([]evidenceJSON, len(e.EvidenceSummary))
+	ages := make([]float64, len(out))
+	for i, en := range e.EvidenceSummary {
+		out[i] = evidenceJSON{Channel: en.Channel, LastAt: en.LastAt, Counter: en.Counter}
+		if en.LastAt != nil {
+			ages[i] = e.OccurredAt.Sub(*en.LastAt).Seconds()
+			out[i].AgeSeconds = &ages[i]
+		}
+	}
+	return out
 }
 
 // knownEventKeys are the JSON names of wireEvent's fields.
@@ -248,7 +276,7 @@ func stopReasonCode(e *Event) string {
 // MarshalJSON encodes e with the contract's snake_case names, plus Extra.
 func (e Event) MarshalJSON() ([]byte, error) {
 	f := eventFields(e)
-	b, err := json.Marshal(wireEvent{aggregateType, &f, verdictLabel(e.Kind), stopReasonCode(&e), ""})
+	b, err := json.Marshal(wireEvent{aggregateType, &f, verdictLabel(e.Kind), stopReasonCode(&e), "", summaryJSON(&e)})
 	if err != nil || len(e.Extra) == 0 {
 		return b, err
 	}
@@ -284,6 +312,12 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	}
 	if f.Handler == "" && wire.Phase != "" {
 		f.Handler, f.Layer = wire.Phase, string(LayerPhase)
+	}
+	if len(wire.EvidenceSummary) > 0 {
+		f.EvidenceSummary = make([]EvidenceEntry, len(wire.EvidenceSummary))
+		for i, en := range wire.EvidenceSummary {
+			f.EvidenceSummary[i] = EvidenceEntry{Channel: en.Channel, LastAt: en.LastAt, Counter: en.Counter}
+		}
 	}
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(b, &all); err != nil {

@@ -208,10 +208,9 @@ type EvidenceEntry struct {
 	// Channel is the channel's name.
 	Channel string `json:"channel"`
 	// LastAt is the instant of the channel's latest evidence; nil if the
-	// channel recorded none in this window.
+	// channel recorded none in this window. Its age at the verdict is the
+	// event's OccurredAt minus LastAt (age_seconds in the JSON).
 	LastAt *time.Time `json:"last_at"`
-	// AgeSeconds is the verdict's instant minus LastAt; nil with LastAt.
-	AgeSeconds *float64 `json:"age_seconds"`
 	// Counter is how many distinct instants (at the evidence resolution)
 	// the channel recorded evidence at: a lower bound of the number of
 	// Touch calls.
@@ -270,25 +269,23 @@ func (s *Session) snapshotInto(chs []decide.Channel) decide.Snapshot {
 	}
 }
 
-// summary is the per-channel evidence summary of snapshot sn at now.
-// The entries and the values they point to live in one allocation: for the
-// built-in channels a summaryBlock, else three slices.
+// summary is the per-channel evidence summary of snapshot sn (at now, the
+// event's instant). The entries and the instants they point to live in one
+// allocation: for the built-in channels a summaryBlock, else two slices.
 func (s *Session) summary(sn decide.Snapshot, now time.Time) []EvidenceEntry {
 	var out []EvidenceEntry
 	var lasts []time.Time
-	var ages []float64
 	if n := len(sn.Channels); n <= len(summaryBlock{}.entries) {
 		b := new(summaryBlock)
-		out, lasts, ages = b.entries[:n], b.lasts[:n], b.ages[:n]
+		out, lasts = b.entries[:n], b.lasts[:n]
 	} else {
-		out, lasts, ages = make([]EvidenceEntry, n), make([]time.Time, n), make([]float64, n)
+		out, lasts = make([]EvidenceEntry, n), make([]time.Time, n)
 	}
 	for i, c := range sn.Channels {
 		out[i] = EvidenceEntry{Channel: s.channelName(i), Counter: c.Count}
 		if c.Last != decide.Never {
 			lasts[i] = time.Unix(0, c.Last).UTC()
-			ages[i] = now.Sub(lasts[i]).Seconds()
-			out[i].LastAt, out[i].AgeSeconds = &lasts[i], &ages[i]
+			out[i].LastAt = &lasts[i]
 		}
 	}
 	return out
@@ -298,7 +295,6 @@ func (s *Session) summary(sn decide.Snapshot, now time.Time) []EvidenceEntry {
 type summaryBlock struct {
 	entries [4]EvidenceEntry
 	lasts   [4]time.Time
-	ages    [4]float64
 }
 
 // coarse is the Watchdog's evidence clock: a timestamp that Touch copies

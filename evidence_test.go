@@ -69,7 +69,10 @@ func TestWorkspaceEvidenceDefersTheIdleFireUntilItGoesStale(t *testing.T) {
 	assert.Equal(t, t0.Add(10*time.Second+1), first.OccurredAt, "the first look is just past the idle window")
 	assert.Equal(t, t0, *entry(t, first, "stdout").LastAt)
 	assert.Equal(t, t0.Add(8*time.Second), *entry(t, first, "workspace").LastAt)
-	assert.InDelta(t, 2.000000001, *entry(t, first, "workspace").AgeSeconds, 1e-9)
+	assert.InDelta(t, 2.000000001, first.OccurredAt.Sub(*entry(t, first, "workspace").LastAt).Seconds(), 1e-9)
+	ages := jsonField(t, first, "evidence_summary").([]any)
+	assert.InDelta(t, 2.000000001, ages[3].(map[string]any)["age_seconds"], 1e-9, "the JSON carries each channel's age")
+	assert.Nil(t, ages[2].(map[string]any)["age_seconds"], "null for a channel without evidence")
 	assert.Equal(t, uint64(2), entry(t, first, "workspace").Counter)
 
 	advance(t, mock, 6*time.Second, w) // the workspace goes quiet
@@ -87,8 +90,8 @@ func TestWorkspaceEvidenceDefersTheIdleFireUntilItGoesStale(t *testing.T) {
 	assert.Equal(t, "HARD_STOP", jsonField(t, d, "verdict"))
 	assert.Equal(t, "none", d.ActiveChannel)
 	assert.Equal(t, t0.Add(21*time.Second+1), d.OccurredAt, "fires when the last file change is older than the TTL")
-	assert.InDelta(t, 5.000000001, *entry(t, d, "workspace").AgeSeconds, 1e-9)
-	assert.InDelta(t, 21.000000001, *entry(t, d, "stdout").AgeSeconds, 1e-9)
+	assert.InDelta(t, 5.000000001, d.OccurredAt.Sub(*entry(t, d, "workspace").LastAt).Seconds(), 1e-9)
+	assert.InDelta(t, 21.000000001, d.OccurredAt.Sub(*entry(t, d, "stdout").LastAt).Seconds(), 1e-9)
 	assert.Equal(t, uint64(4), entry(t, d, "workspace").Counter)
 	c := ofKind(evs, watchdog.KindCancel)
 	require.Len(t, c, 1)

@@ -17,8 +17,6 @@ import (
 const (
 	defaultRecoveryBudget  = 2
 	defaultRecoveryBackoff = time.Second
-	// NoRetries, as Policy.RecoveryBudget, turns retries off.
-	NoRetries = -1
 )
 
 // RunPhase runs fn as the phase name of session s (one RunPhase at a time per

@@ -204,3 +204,27 @@ func TestIdleRuleIsSuspendedDuringARetryBackoff(t *testing.T) {
 	advance(t, mock, 15*time.Second, w)
 	require.NoError(t, s.Context().Err(), "the session was killed during the retry backoff")
 }
+
+// A negative RecoveryBudget turns retries off: the first recoverable
+// failure ends the phase.
+func TestANegativeRecoveryBudgetMeansNoRetries(t *testing.T) {
+	mock := newMock()
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1, RecoveryBudget: -1}
+	s, err := w.Start(context.Background(), "s", t0, p)
+	require.NoError(t, err)
+	entered := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, n, err := watchdog.RunPhase(s, "p", 0, func(ctx context.Context, attempt int) (int, error) {
+			close(entered)
+			<-ctx.Done()
+			return 0, context.Cause(ctx)
+		})
+		assert.Equal(t, 1, n)
+		done <- err
+	}()
+	<-entered
+	advance(t, mock, 10*time.Second+1, w)
+	require.ErrorIs(t, <-done, watchdog.ErrRecoveryBudgetExceeded)
+}

@@ -141,8 +141,8 @@ type Policy struct {
 	HandlerGrace time.Duration
 
 	// RecoveryBudget is how many times RunPhase retries a phase that ended
-	// with a recoverable verdict. Zero means 2;
-	// NoRetries turns retries off. JSON: recovery_budget (-1 for none).
+	// with a recoverable verdict. Zero means 2; a negative value (-1)
+	// turns retries off. JSON: recovery_budget.
 	RecoveryBudget int
 
 	// RecoveryBackoff is the wait before the first retry, doubling for
@@ -296,9 +296,6 @@ func (p Policy) Validate() error {
 			return fmt.Errorf("%w: phase_budgets_seconds[%s] = %v must not be negative", ErrInvalidPolicy, name, d.Seconds())
 		}
 	}
-	if p.RecoveryBudget < NoRetries {
-		return fmt.Errorf("%w: recovery_budget = %d, want >= 0 or %d (no retries)", ErrInvalidPolicy, p.RecoveryBudget, NoRetries)
-	}
 	if p.SettleChecks < 0 {
 		return fmt.Errorf("%w: settle_checks = %d must not be negative", ErrInvalidPolicy, p.SettleChecks)
 	}
@@ -394,10 +391,10 @@ func newSessionConfig(p Policy) *sessionConfig {
 	if c.grace == 0 {
 		c.grace = defaultHandlerGrace
 	}
-	switch c.recoveryBudget {
-	case 0:
+	switch {
+	case c.recoveryBudget == 0:
 		c.recoveryBudget = defaultRecoveryBudget
-	case NoRetries:
+	case c.recoveryBudget < 0:
 		c.recoveryBudget = 0
 	}
 	if c.recoveryBackoff == 0 {

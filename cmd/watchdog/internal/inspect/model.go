@@ -168,7 +168,7 @@ func containsInt(list []int, n int) bool {
 func describe(e watchdog.Event) Entry {
 	en := Entry{Event: e, Known: true}
 	for _, ev := range e.EvidenceSummary {
-		en.Ages = append(en.Ages, ChannelAge{Channel: ev.Channel, AgeSeconds: ev.AgeSeconds, LastAt: ev.LastAt, Counter: ev.Counter})
+		en.Ages = append(en.Ages, ChannelAge{Channel: ev.Channel, AgeSeconds: age(e, ev), LastAt: ev.LastAt, Counter: ev.Counter})
 	}
 	var parts []string
 	add := func(format string, args ...any) { parts = append(parts, fmt.Sprintf(format, args...)) }
@@ -298,8 +298,8 @@ func activeAge(e watchdog.Event) string {
 		return "no active channel"
 	}
 	for _, ev := range e.EvidenceSummary {
-		if ev.Channel == e.ActiveChannel && ev.AgeSeconds != nil {
-			return fmt.Sprintf("active_channel %s (evidence %s old)", e.ActiveChannel, secs(*ev.AgeSeconds))
+		if a := age(e, ev); ev.Channel == e.ActiveChannel && a != nil {
+			return fmt.Sprintf("active_channel %s (evidence %s old)", e.ActiveChannel, secs(*a))
 		}
 	}
 	return "active_channel " + e.ActiveChannel
@@ -378,4 +378,14 @@ func secs(s float64) string {
 // stamp formats an instant in UTC with milliseconds.
 func stamp(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// age is how old a channel's latest evidence was at the event: nil if it
+// had none.
+func age(e watchdog.Event, ev watchdog.EvidenceEntry) *float64 {
+	if ev.LastAt == nil {
+		return nil
+	}
+	a := e.OccurredAt.Sub(*ev.LastAt).Seconds()
+	return &a
 }
