@@ -298,3 +298,44 @@ func TestStartRefusesAStartItCannotTime(t *testing.T) {
 	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
 	assert.ErrorContains(t, err, "outside the years 1678 to 2262")
 }
+
+// laneHungStore hangs, ignoring its context, every Append of session
+// "stuck" until release is closed.
+type laneHungStore struct {
+	*watchdog.MemoryStore
+	release chan struct{}
+}
+
+func (h *laneHungStore) Append(ctx context.Context, events ...watchdog.Event) error {
+	if events[0].AggregateID == "stuck" {
+		<-h.release
+	}
+	return h.MemoryStore.Append(ctx, events...)
+}
+
+// One session's hung write delays no other session's record for long: an
+// Append is abandoned after 10 s (its context cancelled, the call left
+// running) and retried with backoff, and the recorder goes on with the
+// other sessions. When the store recovers, nothing is lost or doubled.
+func TestAHungAppendDelaysOtherSessionsRecordsByItsTimeoutOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &laneHungStore{MemoryStore: watchdog.NewMemoryStore(), release: make(chan struct{})}
+		w := watchdog.New(watchdog.WithStore(store))
+		start := time.Now()
+		_, err := w.Start(context.Background(), "stuck", start, watchdog.Policy{WallClock: time.Hour})
+		require.NoError(t, err)
+		other, err := w.Start(context.Background(), "other", start, watchdog.Policy{WallClock: time.Second})
+		require.NoError(t, err)
+		<-other.Context().Done()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(load(t, store.MemoryStore, "other")),
+			"recorded once the hung call timed out")
+
+		close(store.release) // the store recovers
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		assert.Equal(t, []string{watchdog.KindStart}, kinds(load(t, store.MemoryStore, "stuck")), "recorded once")
+		require.NoError(t, w.Close(context.Background()))
+	})
+}
