@@ -142,36 +142,23 @@ func New(opts ...Option) *Watchdog {
 	w.coarse.hist = hist
 	w.wakeFn = w.wake
 	w.act = newActor(w)
-	// The MemoryStore never blocks: the recorder calls it directly, with
-	// one reused argument. Any other store's Append is bounded by
-	// appendTimeout (see record.Config.AppendTimeout) and may run on
-	// several goroutines at once.
-	_, memory := w.store.(*MemoryStore)
-	var timeout time.Duration
-	if !memory {
-		timeout = appendTimeout
-	}
-	var one [1]Event
+	var one [1]Event // Append's argument: the recorder appends from one goroutine at a time
 	w.rec = record.New(record.Config[entry, Event]{
 		Append: func(ctx context.Context, e Event) error {
-			if !memory {
-				return w.store.Append(ctx, e)
-			}
 			one[0] = e
 			err := w.store.Append(ctx, one[:]...)
 			one[0] = Event{}
 			return err
 		},
-		AppendTimeout: timeout,
-		Expand:        w.entryEvents,
-		Lane:          entryLane,
-		Classify:      classifyAppendError,
-		Name:          eventName,
-		Recorded:      onEventHook(c.obs.OnEvent, c.log),
-		Clock:         c.clock,
-		Log:           c.log,
-		RetryMin:      c.retryMin,
-		RetryMax:      c.retryMax,
+		Expand:   w.entryEvents,
+		Lane:     entryLane,
+		Classify: classifyAppendError,
+		Name:     eventName,
+		Recorded: onEventHook(c.obs.OnEvent, c.log),
+		Clock:    c.clock,
+		Log:      c.log,
+		RetryMin: c.retryMin,
+		RetryMax: c.retryMax,
 	})
 	if rt != nil {
 		w.rec.SetYield(w.schedulerOverdue)
@@ -566,12 +553,6 @@ func loadEvents(ctx context.Context, store EventStore, id string) (evs []Event, 
 	}()
 	return store.Load(ctx, id)
 }
-
-// appendTimeout bounds one call of a store's Append (the built-in
-// MemoryStore's excepted): past it the call's context is cancelled, the
-// call is left running, and the event is retried with backoff, so that one
-// session's hung write delays no other session's record.
-const appendTimeout = 10 * time.Second
 
 // waitUntil waits for done to be closed until ctx ends; it reports whether
 // it was.

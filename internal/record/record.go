@@ -17,7 +17,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -65,16 +64,7 @@ type Config[T, E any] struct {
 	Clock              Clock
 	Log                *zap.Logger
 	RetryMin, RetryMax time.Duration
-	// AppendTimeout bounds one Append call (0: no bound). An Append still
-	// running then is abandoned on a goroutine of its own and counted as
-	// a failure, retried later: the recorder goes on with other lanes.
-	// Stores skip an event id they hold, so a late success is harmless.
-	AppendTimeout time.Duration
 }
-
-// maxAbandoned is how many abandoned Append calls may run at once; past
-// it the recorder waits for the call in progress (the store is wedged).
-const maxAbandoned = 16
 
 // slot is a queued item and how many of its events are recorded.
 type slot[T any] struct {
@@ -93,8 +83,6 @@ type Recorder[T, E any] struct {
 	lanes   map[string]*lane // lanes backing off after a failed append
 	refused []error
 	gaveUp  bool // Close gave up waiting for the goroutine (an Append that never returns)
-
-	abandoned atomic.Int32 // Append calls abandoned at AppendTimeout and still running
 
 	ctx    context.Context // passed to Append; cancelled when Close gives up
 	cancel context.CancelFunc
@@ -290,45 +278,14 @@ func (r *Recorder[T, E]) attempt(lid string, e E, final bool) bool {
 // appendOne calls the store's Append, turning a panic into an error (a
 // transient failure: the event is retried, and Close names it if it never
 // goes through).
-func (r *Recorder[T, E]) appendOne(e E) error {
-	d := r.c.AppendTimeout
-	if d <= 0 || r.abandoned.Load() >= maxAbandoned {
-		return r.callAppend(r.ctx, e)
-	}
-	ctx, cancel := context.WithCancel(r.ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.callAppend(ctx, e) }()
-	expired := make(chan struct{})
-	t := r.c.Clock.AfterFunc(d, func() { close(expired) })
-	select {
-	case err := <-done:
-		t.Stop()
-		cancel()
-		return err
-	case <-expired:
-		cancel()
-		r.abandoned.Add(1)
-		go func() {
-			<-done
-			r.abandoned.Add(-1)
-		}()
-		return fmt.Errorf("%w after %v (its context is cancelled; the call is left running)", ErrAppendTimeout, d)
-	}
-}
-
-// callAppend calls the store's Append, turning a panic into an error.
-func (r *Recorder[T, E]) callAppend(ctx context.Context, e E) (err error) {
+func (r *Recorder[T, E]) appendOne(e E) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v", ErrAppendPanicked, p)
 		}
 	}()
-	return r.c.Append(ctx, e)
+	return r.c.Append(r.ctx, e)
 }
-
-// ErrAppendTimeout is wrapped by the error of an Append that did not return
-// within Config.AppendTimeout.
-var ErrAppendTimeout = errors.New("store Append timed out")
 
 // ErrAppendPanicked is wrapped by the error of an Append that panicked.
 var ErrAppendPanicked = errors.New("store Append panicked")
