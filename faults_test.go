@@ -3,10 +3,12 @@ package watchdog_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -297,4 +299,42 @@ func TestStartRefusesAStartItCannotTime(t *testing.T) {
 	_, err := w.Start(context.Background(), "s", time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), watchdog.Policy{})
 	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
 	assert.ErrorContains(t, err, "outside the years 1678 to 2262")
+}
+
+// faultyClock is a mock whose Now and AfterFunc panic while broken is set.
+type faultyClock struct {
+	*clock.Mock
+	broken atomic.Bool
+}
+
+func (f *faultyClock) Now() time.Time {
+	if f.broken.Load() {
+		panic("clock: Now")
+	}
+	return f.Mock.Now()
+}
+
+func (f *faultyClock) AfterFunc(d time.Duration, fn func()) *clock.Timer {
+	if f.broken.Load() {
+		panic("clock: AfterFunc")
+	}
+	return f.Mock.AfterFunc(d, fn)
+}
+
+// A Clock that panics crashes nothing: while it is broken time stands
+// still (its last reading), and once it works again the rules go on.
+func TestAPanickingClockCrashesNothing(t *testing.T) {
+	mock := &faultyClock{Mock: newMock()}
+	w := watchdog.New(watchdog.WithClock(mock))
+	defer w.Close(context.Background())
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: 10 * time.Second})
+	require.NoError(t, err)
+	mock.broken.Store(true)
+	s.Touch(watchdog.ChannelStdout)
+	_, err = w.Start(context.Background(), "t", t0, watchdog.Policy{WallClock: 10 * time.Second})
+	require.NoError(t, err, "started at the clock's last reading")
+	require.NoError(t, w.Check(context.Background()))
+	mock.broken.Store(false)
+	advance(t, mock.Mock, 10*time.Second+1, w)
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
 }

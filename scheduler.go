@@ -135,6 +135,9 @@ func (w *Watchdog) arm(due int64, sched bool) {
 		}
 	}
 	t := w.clock.AfterFunc(w.delay(due), w.wakeFn)
+	if t == nil {
+		return // the Clock failed (see guardedClock): nothing to keep
+	}
 	if sched {
 		if w.timer != nil {
 			w.timer.Stop()

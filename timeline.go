@@ -2,7 +2,11 @@ package watchdog
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
+
+	"github.com/benbjohnson/clock"
+	"go.uber.org/zap"
 )
 
 // The Watchdog's timeline. Every rule measures elapsed time between two
@@ -114,4 +118,39 @@ func shiftEvent(e *Event, off int64) {
 		}
 		e.EvidenceSummary = sum
 	}
+}
+
+// guardedClock wraps a Clock of the user's (any but the real one) so that a
+// panic in it crashes nothing: a panicking Now returns the last reading
+// that worked (time stands still until the Clock recovers), a panicking
+// AfterFunc arms nothing; both are logged at error level.
+type guardedClock struct {
+	c    Clock
+	log  *zap.Logger
+	last atomic.Int64 // the last reading that worked, Unix ns (0: none yet)
+}
+
+func (g *guardedClock) Now() (t time.Time) {
+	defer func() {
+		if p := recover(); p != nil {
+			g.log.Error("watchdog: the Clock's Now panicked; using its last reading", zap.Any("panic", p))
+			t = time.Now()
+			if l := g.last.Load(); l != 0 {
+				t = time.Unix(0, l)
+			}
+		}
+	}()
+	t = g.c.Now()
+	g.last.Store(toNanos(t))
+	return t
+}
+
+func (g *guardedClock) AfterFunc(d time.Duration, f func()) (t *clock.Timer) {
+	defer func() {
+		if p := recover(); p != nil {
+			g.log.Error("watchdog: the Clock's AfterFunc panicked; the timer is not armed", zap.Any("panic", p))
+			t = nil
+		}
+	}()
+	return g.c.AfterFunc(d, f)
 }

@@ -115,6 +115,9 @@ func New(opts ...Option) *Watchdog {
 	if c.log == nil {
 		c.log = zap.NewNop()
 	}
+	if rt == nil {
+		c.clock = &guardedClock{c: c.clock, log: c.log}
+	}
 	if c.idPrefix == "" {
 		var b [6]byte
 		_, _ = rand.Read(b[:])
