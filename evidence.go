@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/stamps"
 )
 
 // Channel identifies an evidence channel of a session: one of the four
@@ -234,10 +234,9 @@ func (s *Session) snapshotLocked() decide.Snapshot {
 }
 
 func (s *Session) snapshotInto(chs []decide.Channel) decide.Snapshot {
-	cur := s.w.coarse.now.Load()
 	for i := range chs {
 		c := s.chanAt(Channel(i))
-		chs[i] = decide.Channel{Last: s.w.coarse.dated(c.last.Load(), cur), Count: c.count.Load()}
+		chs[i] = decide.Channel{Last: s.w.coarse.Dated(c.last.Load()), Count: c.count.Load()}
 	}
 	r := s.r()
 	var until time.Time
@@ -298,107 +297,30 @@ type summaryBlock struct {
 }
 
 // coarse is the Watchdog's evidence clock: a timestamp that Touch copies
-// instead of reading a clock. It ticks every resolution while evidence is
-// being recorded and stops when none is, so an idle Watchdog costs no CPU.
+// instead of reading a clock (internal/stamps). It ticks every resolution
+// while evidence is being recorded and stops when none is, so an idle
+// Watchdog costs no CPU. With the real clock it keeps the stamps' history by
+// which the rules date evidence (see stamps.Clock.Dated).
 type coarseClock struct {
-	now     atomic.Int64 // Unix ns, on the timeline; only moves forward
+	stamps.Clock
 	ticking atomic.Bool
 	touched atomic.Bool
 	closed  atomic.Bool
 	mu      sync.Mutex // guards timer
 	timer   interface{ Stop() bool }
 
-	// With the real clock, the stamps' history: when each stamp stopped
-	// being the current one (see dated). Nil with other clocks, whose
-	// stamps are exact at every settle point.
-	hist *stampHistory
-
 	hold atomic.Pointer[chan struct{}] // tests only: holds the ticks (a starved machine)
 }
 
-// stampHistory remembers, for the stamps of the last retain nanoseconds,
-// an instant by which evidence carrying them had been recorded: a reading
-// of the clock taken after the stamp was replaced. Stamps less than one
-// resolution step apart share an entry.
-type stampHistory struct {
-	mu     sync.Mutex
-	spans  []stampSpan // by stamp, ascending
-	retain atomic.Int64
-}
-
-// stampSpan: evidence stamped from first to last was recorded by bound.
-type stampSpan struct{ first, last, bound int64 }
-
-// refreshCoarse moves the evidence clock to t if t is later. With the real
-// clock, the stamp it replaces is remembered with a reading taken after
-// the replacement: every Touch that copied that stamp came before it.
-func (w *Watchdog) refreshCoarse(t int64) {
-	c := &w.coarse
-	for {
-		cur := c.now.Load()
-		if t <= cur {
-			return
-		}
-		if c.now.CompareAndSwap(cur, t) {
-			if c.hist != nil {
-				c.hist.replaced(cur, toNanos(w.now()))
-			}
-			return
-		}
-	}
-}
-
-func (h *stampHistory) replaced(stamp, bound int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if n := len(h.spans); n > 0 && stamp-h.spans[n-1].first < int64(evidenceResolution) {
-		h.spans[n-1].last, h.spans[n-1].bound = stamp, max(bound, h.spans[n-1].bound)
-	} else {
-		h.spans = append(h.spans, stampSpan{stamp, stamp, bound})
-	}
-	// Forget what is older than the horizon.
-	keep := bound - h.retain.Load()
-	i := 0
-	for i < len(h.spans)-1 && h.spans[i].bound < keep {
-		i++
-	}
-	if i > 0 {
-		h.spans = append(h.spans[:0], h.spans[i:]...)
-	}
-}
-
-// dated is the instant at which the rules date evidence carrying stamp s
-// (Unix ns on the timeline): with the real clock, the first instant by
-// which it is known to have been recorded, so that evidence never looks
-// older than it is, whatever the load; with other clocks, s itself. cur is
-// the evidence clock's current stamp, read before.
-func (c *coarseClock) dated(s, cur int64) int64 {
-	h := c.hist
-	if h == nil || s == decide.Never {
-		return s
-	}
-	if s >= cur {
-		return cur // recorded at or after the latest refresh (every decision refreshes first)
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	i := sort.Search(len(h.spans), func(i int) bool { return h.spans[i].last >= s })
-	if i == len(h.spans) || s < h.spans[0].first {
-		return s // older than the history's horizon (see retainFor)
-	}
-	return max(h.spans[i].bound, s)
-}
+// refreshCoarse moves the evidence clock to t (on the timeline) if t is
+// later; with the real clock it also remembers the stamp it replaced.
+func (w *Watchdog) refreshCoarse(t int64) { w.coarse.Refresh(t, w.readNanos) }
 
 // retainFor widens the stamps' history to cover what the rules of limits
 // may look back at.
 func (c *coarseClock) retainFor(l decide.Limits) {
-	if c.hist == nil {
-		return
-	}
-	r := int64(l.IdleWindow + l.EvidenceTTL + l.MaxIdleDeferral + l.StartupGrace +
+	c.Retain(l.IdleWindow + l.EvidenceTTL + l.MaxIdleDeferral + l.StartupGrace +
 		time.Duration(l.SettleChecks)*l.SettleInterval + time.Minute)
-	for cur := c.hist.retain.Load(); r > cur && !c.hist.retain.CompareAndSwap(cur, r); cur = c.hist.retain.Load() {
-	}
 }
 
 // coarseNow returns the evidence clock for Touch, starting its ticks if they
@@ -410,7 +332,7 @@ func (w *Watchdog) coarseNow() int64 {
 	} else if !c.touched.Load() {
 		c.touched.Store(true)
 	}
-	return c.now.Load()
+	return c.Now()
 }
 
 func (w *Watchdog) startTicks() {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/sessionwatchdog/watchdog/internal/proctree"
 )
 
 // Command returns an exec.Cmd for name and args that the host really kills
@@ -43,14 +45,14 @@ func Command(ctx context.Context, grace time.Duration, name string, arg ...strin
 	}
 	cmd := exec.CommandContext(ctx, name, arg...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	setParentDeath(cmd.SysProcAttr)
+	proctree.SetParentDeath(cmd.SysProcAttr)
 	cmd.Cancel = func() error {
 		pgid := cmd.Process.Pid
-		procs := tree(pgid, pgid) // before signalling: later they may be reparented
+		procs := proctree.Tree(pgid, pgid) // before signalling: later they may be reparented
 		err := syscall.Kill(-pgid, syscall.SIGTERM)
 		for _, p := range procs {
-			if p.alive() {
-				_ = syscall.Kill(p.pid, syscall.SIGTERM)
+			if p.Alive() {
+				_ = syscall.Kill(p.Pid, syscall.SIGTERM)
 			}
 		}
 		if errors.Is(err, syscall.ESRCH) && len(procs) == 0 {
@@ -59,9 +61,9 @@ func Command(ctx context.Context, grace time.Duration, name string, arg ...strin
 		time.AfterFunc(grace, func() {
 			// The processes still alive: those found before, and any the
 			// group or the tree gained since.
-			left := map[proc]bool{}
-			for _, p := range append(procs, tree(pgid, pgid)...) {
-				if p.alive() {
+			left := map[proctree.Proc]bool{}
+			for _, p := range append(procs, proctree.Tree(pgid, pgid)...) {
+				if p.Alive() {
 					left[p] = true
 				}
 			}
@@ -73,7 +75,7 @@ func Command(ctx context.Context, grace time.Duration, name string, arg ...strin
 				_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			}
 			for p := range left {
-				_ = syscall.Kill(p.pid, syscall.SIGKILL)
+				_ = syscall.Kill(p.Pid, syscall.SIGKILL)
 			}
 			alive := len(left)
 			if alive == 0 && groupLeft {

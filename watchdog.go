@@ -44,6 +44,7 @@ type Watchdog struct {
 	epochNanos int64        // epoch's wall time, Unix ns
 	offset     atomic.Int64 // the wall clock's offset from the timeline, ns
 	wallSkew   atomic.Int64 // tests only: added to the wall time of every reading
+	readNanos  func() int64 // the timeline's now, Unix ns (a method value made once)
 
 	ids record.IDs
 
@@ -101,7 +102,6 @@ func New(opts ...Option) *Watchdog {
 	}
 	var rt *time.Timer
 	var bs *backstop.Backstop
-	var hist *stampHistory // the evidence stamps' history (see coarseClock.dated)
 	if reflect.TypeOf(c.clock) == realClockType {
 		// The real clock: one timer reset in place, whose channel wakes the
 		// scheduler goroutine itself, instead of an AfterFunc (a timer, a
@@ -109,8 +109,6 @@ func New(opts ...Option) *Watchdog {
 		rt = time.NewTimer(time.Hour)
 		rt.Stop()
 		bs = backstop.New()
-		hist = &stampHistory{}
-		hist.retain.Store(int64(time.Minute))
 	}
 	if c.log == nil {
 		c.log = zap.NewNop()
@@ -142,7 +140,10 @@ func New(opts ...Option) *Watchdog {
 		done:      make(chan struct{}),
 		schedDone: make(chan struct{}),
 	}
-	w.coarse.hist = hist
+	if rt != nil {
+		w.coarse.KeepHistory(time.Minute, evidenceResolution)
+	}
+	w.readNanos = func() int64 { return toNanos(w.now()) }
 	w.wakeFn = w.wake
 	w.act = newActor(w)
 	var one [1]Event // Append's argument: the recorder appends from one goroutine at a time
@@ -168,7 +169,7 @@ func New(opts ...Option) *Watchdog {
 	}
 	w.epoch = w.clock.Now()
 	w.epochNanos = toNanos(w.epoch)
-	w.coarse.now.Store(toNanos(w.now()))
+	w.coarse.Set(toNanos(w.now()))
 	w.wg.Add(2)
 	go func() { defer w.wg.Done(); w.rec.Run() }()
 	w.armedAt.Store(math.MaxInt64)

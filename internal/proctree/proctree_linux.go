@@ -1,6 +1,8 @@
 //go:build linux
 
-package watchdog
+// Package proctree finds the processes of a command's tree, for the
+// Watchdog's kill of a command (see watchdog.Command).
+package proctree
 
 import (
 	"bytes"
@@ -9,34 +11,34 @@ import (
 	"syscall"
 )
 
-// setParentDeath asks the kernel to SIGKILL the command when the process
+// SetParentDeath asks the kernel to SIGKILL the command when the process
 // that started it dies (PR_SET_PDEATHSIG): an orchestrator that is
 // SIGKILLed or OOM-killed leaves no command of its own behind. The signal
 // is tied to the OS thread that calls Start; the Go runtime ends a thread
 // only when a goroutine locked to it (runtime.LockOSThread) returns
 // without unlocking, so do not start commands from such a goroutine.
-func setParentDeath(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
+func SetParentDeath(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
 
-// proc is a process found in /proc: its pid and its start time (in clock
+// Proc is a process found in /proc: its pid and its start time (in clock
 // ticks since boot), which tells it apart from a later process that reuses
 // the pid.
-type proc struct {
-	pid   int
+type Proc struct {
+	Pid   int
 	start uint64
 }
 
-// tree returns every process of process group pgid and every process below
+// Tree returns every process of process group pgid and every process below
 // root in the process tree, from /proc: those that left the group (setsid,
 // setpgid) included.
-func tree(pgid, root int) []proc {
+func Tree(pgid, root int) []Proc {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
 	}
 	names, _ := d.Readdirnames(-1)
 	_ = d.Close()
-	children := map[int][]proc{}
-	var out []proc
+	children := map[int][]Proc{}
+	var out []Proc
 	seen := map[int]bool{}
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
@@ -47,7 +49,7 @@ func tree(pgid, root int) []proc {
 		if !ok {
 			continue
 		}
-		p := proc{pid, st.start}
+		p := Proc{pid, st.start}
 		children[st.ppid] = append(children[st.ppid], p)
 		if st.pgrp == pgid {
 			out, seen[pid] = append(out, p), true
@@ -58,18 +60,18 @@ func tree(pgid, root int) []proc {
 		p := queue[0]
 		queue = queue[1:]
 		for _, c := range children[p] {
-			if !seen[c.pid] {
-				out, seen[c.pid] = append(out, c), true
+			if !seen[c.Pid] {
+				out, seen[c.Pid] = append(out, c), true
 			}
-			queue = append(queue, c.pid)
+			queue = append(queue, c.Pid)
 		}
 	}
 	return out
 }
 
-// alive reports whether p still runs (and is not a zombie).
-func (p proc) alive() bool {
-	st, ok := readStat(p.pid)
+// Alive reports whether p still runs (and is not a zombie).
+func (p Proc) Alive() bool {
+	st, ok := readStat(p.Pid)
 	return ok && st.start == p.start
 }
 
