@@ -22,3 +22,11 @@ func HoldEvidenceTicks(w *Watchdog) (release func()) {
 	w.coarse.hold.Store(&g)
 	return func() { w.coarse.hold.Store(nil); close(g) }
 }
+
+// SetMaxQueued sets the recorder queue's bound for new sessions; it returns
+// a func restoring it.
+func SetMaxQueued(n int) (restore func()) {
+	old := maxQueued
+	maxQueued = n
+	return func() { maxQueued = old }
+}

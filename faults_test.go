@@ -2,6 +2,7 @@ package watchdog_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -337,4 +338,39 @@ func TestAPanickingClockCrashesNothing(t *testing.T) {
 	mock.broken.Store(false)
 	advance(t, mock.Mock, 10*time.Second+1, w)
 	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
+}
+
+// While the store is down and the recorder's queue is full, new sessions
+// are refused with back-pressure (an error wrapping ErrNotRecorded) instead
+// of growing memory without bound; the sessions already watched still get
+// their verdicts, and once the store is back the queue drains and Start
+// works again.
+func TestAFullRecorderQueueRefusesNewSessionsAndKeepsVerdicts(t *testing.T) {
+	defer watchdog.SetMaxQueued(4)()
+	mock := newMock()
+	store := newHungStore()
+	w := newWatchdog(t, mock, store)
+	store.setHang()
+	var ss []*watchdog.Session
+	for i := range 4 {
+		s, err := w.Start(context.Background(), fmt.Sprint("s", i), t0, watchdog.Policy{WallClock: time.Second})
+		require.NoError(t, err)
+		ss = append(ss, s)
+	}
+	_, err := w.Start(context.Background(), "one-too-many", t0, watchdog.Policy{WallClock: time.Second})
+	require.ErrorIs(t, err, watchdog.ErrNotRecorded)
+	assert.ErrorContains(t, err, "retry when it catches up")
+
+	mock.Add(time.Second + 1) // the store is still down: the verdicts are decided, and queued
+	for _, s := range ss {
+		<-s.Context().Done()
+		require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
+	}
+	close(store.release)
+	require.NoError(t, w.Check(context.Background()))
+	for _, s := range ss {
+		assert.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(load(t, store.MemoryStore, s.ID())))
+	}
+	_, err = w.Start(context.Background(), "after", mock.Now(), watchdog.Policy{WallClock: time.Second})
+	require.NoError(t, err)
 }

@@ -204,10 +204,16 @@ func validateStart(ctx context.Context, id string, p Policy) error {
 //
 // Start does not read the store: use it for a session id the store has no
 // history for, and Resume for one it has. It returns ErrAlreadyWatched for an
-// id this Watchdog already watches, ErrClosed after Close, and an error
-// wrapping ErrInvalidArgument or ErrInvalidPolicy for bad input.
+// id this Watchdog already watches, ErrClosed after Close, an error
+// wrapping ErrInvalidArgument or ErrInvalidPolicy for bad input, and, while
+// more than 262,144 events wait for a slow or failing store, an error
+// wrapping ErrNotRecorded (back-pressure: retry once the store catches up;
+// the sessions already watched keep their verdicts).
 func (w *Watchdog) Start(ctx context.Context, id string, startedAt time.Time, p Policy) (*Session, error) {
 	if err := validateStart(ctx, id, p); err != nil {
+		return nil, err
+	}
+	if err := w.backPressure(id); err != nil {
 		return nil, err
 	}
 	if startedAt.IsZero() {
@@ -244,6 +250,9 @@ func (w *Watchdog) Start(ctx context.Context, id string, startedAt time.Time, p 
 // wrapping ErrInvalidArgument or ErrInvalidPolicy.
 func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, error) {
 	if err := validateStart(ctx, id, p); err != nil {
+		return nil, err
+	}
+	if err := w.backPressure(id); err != nil {
 		return nil, err
 	}
 	s := w.newSession(ctx, id, p)
@@ -524,6 +533,20 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		}
 	})
 	return w.closeErr
+}
+
+// maxQueued bounds the recorder's queue for new sessions: past it Start and
+// Resume are refused until the store catches up. The verdicts of sessions
+// already watched are still queued (at most one decision and one outcome
+// per window), so none is lost.
+var maxQueued = 1 << 18
+
+// backPressure refuses a new session while the recorder's queue is full.
+func (w *Watchdog) backPressure(id string) error {
+	if n := w.rec.Len(); n >= maxQueued {
+		return fmt.Errorf("%w: session %q refused: %d events wait for the store (at most %d before new sessions are refused); retry when it catches up", ErrNotRecorded, id, n, maxQueued)
+	}
+	return nil
 }
 
 // representable reports whether t is within the years 1678 to 2262: the

@@ -127,6 +127,13 @@ func (r *Recorder[T, E]) Push(items ...T) {
 	r.mu.Unlock()
 }
 
+// Len is how many items are queued (not all recorded yet).
+func (r *Recorder[T, E]) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.q.end - r.q.head
+}
+
 // Pending returns the events of lane's items not recorded yet, in order.
 func (r *Recorder[T, E]) Pending(lane string) []E {
 	r.mu.Lock()
