@@ -31,6 +31,7 @@ func TestAWallClockStepForwardDoesNotEndASessionEarly(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		require.NoError(t, s.Context().Err(), "a session was stopped by a step of the wall clock")
+		s.Touch(watchdog.ChannelWorkspace) // at 3 s: recorded on the stepped clock
 		assert.Equal(t, start.Add(time.Hour).UTC(), s.StartedAt(), "the API speaks the stepped wall clock")
 
 		<-s.Context().Done()
@@ -43,6 +44,12 @@ func TestAWallClockStepForwardDoesNotEndASessionEarly(t *testing.T) {
 		assert.Equal(t, start.Add(time.Hour+30*time.Minute+1).UTC(), c.OccurredAt, "recorded on the stepped wall clock")
 		assert.Equal(t, start.Add(time.Hour).UTC(), c.WindowStartedAt, "shifted with the other instants")
 		assert.Equal(t, c.OccurredAt, c.FiredAt)
+		d := evs[1]
+		ws := entry(t, c, "workspace").LastAt
+		require.NotNil(t, ws)
+		assert.Equal(t, *entry(t, d, "workspace").LastAt, *ws, "the summary the decision and the cancel share is shifted once")
+		assert.False(t, ws.Before(start.Add(time.Hour+3*time.Second)), "never earlier than the touch, on the stepped clock")
+		assert.True(t, ws.Before(start.Add(time.Hour+4*time.Second)))
 		mismatches, err := watchdog.Replay(evs)
 		require.NoError(t, err)
 		assert.Empty(t, mismatches)

@@ -96,7 +96,8 @@ func (w *Watchdog) onTimeline(t time.Time) time.Time {
 }
 
 // shiftEvent moves every instant of e by off, the wall clock's offset when
-// e was queued.
+// e was queued. Its evidence summary is shifted in place: it must be e's
+// own (a summary shared by two events is shifted once).
 func shiftEvent(e *Event, off int64) {
 	if off == 0 {
 		return
@@ -107,16 +108,10 @@ func shiftEvent(e *Event, off int64) {
 			*t = t.Add(d)
 		}
 	}
-	if len(e.EvidenceSummary) > 0 {
-		sum := make([]EvidenceEntry, len(e.EvidenceSummary))
-		copy(sum, e.EvidenceSummary)
-		for i := range sum {
-			if sum[i].LastAt != nil {
-				at := sum[i].LastAt.Add(d)
-				sum[i].LastAt = &at
-			}
+	for _, en := range e.EvidenceSummary {
+		if en.LastAt != nil {
+			*en.LastAt = en.LastAt.Add(d)
 		}
-		e.EvidenceSummary = sum
 	}
 }
 

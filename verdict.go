@@ -322,8 +322,10 @@ func (w *Watchdog) entryEvents(dst []Event, en *entry) []Event {
 	ve := (*firedCause)(s).verdictWithID(decisionID)
 	dec := s.decisionEvent(decisionID, f, ModeAct, summary)
 	cancel := s.cancelEvent(cancelID, &ve, summary, f.childWait, f.now, f.now)
-	shiftEvent(&dec, s.end.off)
+	shiftEvent(&dec, s.end.off) // and the summary, which cancel shares
+	cancel.EvidenceSummary = nil
 	shiftEvent(&cancel, s.end.off)
+	cancel.EvidenceSummary = summary
 	return append(dst, dec, cancel)
 }
 
