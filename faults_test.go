@@ -374,3 +374,52 @@ func TestAFullRecorderQueueRefusesNewSessionsAndKeepsVerdicts(t *testing.T) {
 	_, err = w.Start(context.Background(), "after", mock.Now(), watchdog.Policy{WallClock: time.Second})
 	require.NoError(t, err)
 }
+
+// laneHungStore hangs, ignoring its context, the first Append of session
+// "stuck" until release is closed.
+type laneHungStore struct {
+	*watchdog.MemoryStore
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *laneHungStore) Append(ctx context.Context, events ...watchdog.Event) error {
+	if events[0].AggregateID == "stuck" {
+		first := false
+		h.once.Do(func() { first = true })
+		if first {
+			<-h.release
+		}
+	}
+	return h.MemoryStore.Append(ctx, events...)
+}
+
+// One session's hung write holds up the other sessions' records for 10 s
+// only: then a fresh goroutine takes the recording over, and the hung
+// event is retried after its backoff (a late success of the hung call is a
+// duplicate the store skips). Nothing is lost or recorded twice.
+func TestAHungAppendHoldsUpOtherSessionsRecordsForItsTimeoutOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &laneHungStore{MemoryStore: watchdog.NewMemoryStore(), release: make(chan struct{})}
+		w := watchdog.New(watchdog.WithStore(store))
+		start := time.Now()
+		_, err := w.Start(context.Background(), "stuck", start, watchdog.Policy{WallClock: time.Hour})
+		require.NoError(t, err)
+		other, err := w.Start(context.Background(), "other", start, watchdog.Policy{WallClock: time.Second})
+		require.NoError(t, err)
+		<-other.Context().Done()
+		synctest.Wait()
+		assert.Empty(t, load(t, store.MemoryStore, "other"), "held up behind the hung call")
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(load(t, store.MemoryStore, "other")),
+			"recorded once the hung call timed out")
+		time.Sleep(time.Minute) // the hung event's retry
+		synctest.Wait()
+		assert.Equal(t, []string{watchdog.KindStart}, kinds(load(t, store.MemoryStore, "stuck")))
+		close(store.release) // the hung call returns: a duplicate, skipped
+		synctest.Wait()
+		assert.Equal(t, []string{watchdog.KindStart}, kinds(load(t, store.MemoryStore, "stuck")), "recorded once")
+		require.NoError(t, w.Close(context.Background()))
+	})
+}

@@ -146,23 +146,36 @@ func New(opts ...Option) *Watchdog {
 	w.readNanos = func() int64 { return toNanos(w.now()) }
 	w.wakeFn = w.wake
 	w.act = newActor(w)
-	var one [1]Event // Append's argument: the recorder appends from one goroutine at a time
+	// The MemoryStore never blocks: the recorder calls it with one reused
+	// argument. Any other store's Append may hold up the queue for
+	// appendTimeout at most (a goroutine stuck in it is then left behind),
+	// so it gets an argument of its own.
+	_, memory := w.store.(*MemoryStore)
+	var timeout time.Duration
+	if !memory {
+		timeout = appendTimeout
+	}
+	var one [1]Event
 	w.rec = record.New(record.Config[entry, Event]{
 		Append: func(ctx context.Context, e Event) error {
+			if !memory {
+				return w.store.Append(ctx, e)
+			}
 			one[0] = e
 			err := w.store.Append(ctx, one[:]...)
 			one[0] = Event{}
 			return err
 		},
-		Expand:   w.entryEvents,
-		Lane:     entryLane,
-		Classify: classifyAppendError,
-		Name:     eventName,
-		Recorded: onEventHook(c.obs.OnEvent, c.log),
-		Clock:    c.clock,
-		Log:      c.log,
-		RetryMin: c.retryMin,
-		RetryMax: c.retryMax,
+		AppendTimeout: timeout,
+		Expand:        w.entryEvents,
+		Lane:          entryLane,
+		Classify:      classifyAppendError,
+		Name:          eventName,
+		Recorded:      onEventHook(c.obs.OnEvent, c.log),
+		Clock:         c.clock,
+		Log:           c.log,
+		RetryMin:      c.retryMin,
+		RetryMax:      c.retryMax,
 	})
 	if rt != nil {
 		w.rec.SetYield(w.schedulerOverdue)
@@ -580,6 +593,11 @@ func loadEvents(ctx context.Context, store EventStore, id string) (evs []Event, 
 	}()
 	return store.Load(ctx, id)
 }
+
+// appendTimeout bounds how long a store's Append (the MemoryStore's
+// excepted) may hold up the recording of every other session (see
+// record.Config.AppendTimeout).
+const appendTimeout = 10 * time.Second
 
 // waitUntil waits for done to be closed until ctx ends; it reports whether
 // it was.

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -64,7 +65,21 @@ type Config[T, E any] struct {
 	Clock              Clock
 	Log                *zap.Logger
 	RetryMin, RetryMax time.Duration
+	// AppendTimeout bounds how long one Append may hold up the queue (0:
+	// no bound). Past it a fresh goroutine takes the queue over, the
+	// event is retried after its lane's backoff (stores skip an event id
+	// they hold, so a late success is harmless), and the stuck goroutine
+	// exits, touching nothing, when its Append returns.
+	AppendTimeout time.Duration
 }
+
+// maxAbandoned is how many goroutines stuck in Append may be left behind
+// at once; past it the recorder waits (the store is wedged).
+const maxAbandoned = 16
+
+// ErrAppendTimeout is the failure recorded for an Append that did not return
+// within Config.AppendTimeout.
+var ErrAppendTimeout = errors.New("store Append did not return in time")
 
 // slot is a queued item and how many of its events are recorded.
 type slot[T any] struct {
@@ -83,6 +98,14 @@ type Recorder[T, E any] struct {
 	lanes   map[string]*lane // lanes backing off after a failed append
 	refused []error
 	gaveUp  bool // Close gave up waiting for the goroutine (an Append that never returns)
+
+	// With an AppendTimeout: the call in progress and the hang timer.
+	gen       atomic.Int64 // bumped when a goroutine takes the queue over
+	inCall    bool
+	callAt    time.Time
+	callLane  string
+	hang      *clock.Timer
+	abandoned int
 
 	ctx    context.Context // passed to Append; cancelled when Close gives up
 	cancel context.CancelFunc
@@ -154,7 +177,13 @@ func (r *Recorder[T, E]) Pending(lane string) []E {
 func (r *Recorder[T, E]) SetYield(f func() bool) { r.c.Yield = f }
 
 // Run is the recorder goroutine; it returns when Close is called.
-func (r *Recorder[T, E]) Run() { r.Loop(r.drain) }
+func (r *Recorder[T, E]) Run() { r.Loop(r.drain, r.current(0)) }
+
+// current reports whether the goroutine of generation gen still owns the
+// queue.
+func (r *Recorder[T, E]) current(gen int64) func() bool {
+	return func() bool { return r.gen.Load() == gen }
+}
 
 // ready reports whether lane's items may be attempted at now. Only the
 // recorder goroutine writes lanes; others read them under mu.
@@ -166,6 +195,10 @@ func (r *Recorder[T, E]) ready(lane string, now time.Time) bool {
 // drain attempts, in order, the items of every lane that is not backing
 // off, a batch per round trip on the lock, then arms the retry timer.
 func (r *Recorder[T, E]) drain() {
+	if r.c.AppendTimeout > 0 {
+		r.armHang(r.c.AppendTimeout)
+		defer r.stopHang()
+	}
 	now := r.c.Clock.Now()
 	r.mu.Lock()
 	i := r.q.head
@@ -240,7 +273,7 @@ func (r *Recorder[T, E]) drain() {
 // attempt appends e, of lane lid. It reports whether e left the queue (recorded, or
 // refused for good). On a transient failure e's lane backs off.
 func (r *Recorder[T, E]) attempt(lid string, e E, final bool) bool {
-	err := r.appendOne(e)
+	err := r.appendOne(lid, e)
 	if err == nil {
 		if r.c.Recorded != nil {
 			r.c.Recorded(e)
@@ -285,13 +318,92 @@ func (r *Recorder[T, E]) attempt(lid string, e E, final bool) bool {
 // appendOne calls the store's Append, turning a panic into an error (a
 // transient failure: the event is retried, and Close names it if it never
 // goes through).
-func (r *Recorder[T, E]) appendOne(e E) (err error) {
+func (r *Recorder[T, E]) appendOne(lane string, e E) error {
+	if r.c.AppendTimeout <= 0 {
+		return r.callAppend(e)
+	}
+	gen := r.gen.Load()
+	at := r.c.Clock.Now() // user code: never under the lock
+	r.mu.Lock()
+	r.inCall, r.callAt, r.callLane = true, at, lane
+	r.mu.Unlock()
+	err := r.callAppend(e)
+	r.mu.Lock()
+	if r.gen.Load() != gen {
+		// Another goroutine took the queue over while this call hung:
+		// leave without touching anything.
+		r.abandoned--
+		r.mu.Unlock()
+		runtime.Goexit()
+	}
+	r.inCall = false
+	r.mu.Unlock()
+	return err
+}
+
+func (r *Recorder[T, E]) callAppend(e E) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v", ErrAppendPanicked, p)
 		}
 	}()
 	return r.c.Append(r.ctx, e)
+}
+
+// armHang arms the hang timer to look at the call in progress after d.
+func (r *Recorder[T, E]) armHang(d time.Duration) {
+	t := r.c.Clock.AfterFunc(d, r.checkHang) // user code: never under the lock
+	r.mu.Lock()
+	old := r.hang
+	r.hang = t
+	r.mu.Unlock()
+	if old != nil {
+		old.Stop()
+	}
+}
+
+func (r *Recorder[T, E]) stopHang() {
+	r.mu.Lock()
+	t := r.hang
+	r.hang = nil
+	r.mu.Unlock()
+	if t != nil {
+		t.Stop()
+	}
+}
+
+// checkHang is the hang timer's callback: if the call in progress has run
+// for AppendTimeout, a fresh goroutine takes the queue over and the call's
+// event is retried after its lane's backoff.
+func (r *Recorder[T, E]) checkHang() {
+	now := r.c.Clock.Now()
+	d := r.c.AppendTimeout
+	r.mu.Lock()
+	if !r.inCall || r.gaveUp {
+		r.mu.Unlock()
+		return
+	}
+	if left := d - now.Sub(r.callAt); left > 0 || r.abandoned >= maxAbandoned {
+		r.mu.Unlock()
+		r.armHang(max(left, time.Millisecond))
+		return
+	}
+	gen := r.gen.Add(1)
+	r.abandoned++
+	r.inCall = false
+	id := r.callLane
+	l := r.lanes[id]
+	if l == nil {
+		l = &lane{}
+		r.lanes[id] = l
+	}
+	l.attempts++
+	l.lastErr = ErrAppendTimeout
+	l.retryAt = now.Add(min(r.c.RetryMin<<min(l.attempts-1, 30), r.c.RetryMax))
+	r.mu.Unlock()
+	r.c.Log.Error("watchdog: the store's Append did not return in time; recording goes on without it",
+		zap.String("session_id", id), zap.Duration("timeout", d))
+	go r.takeOver(r.drain, r.current(gen))
 }
 
 // ErrAppendPanicked is wrapped by the error of an Append that panicked.

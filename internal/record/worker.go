@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 )
 
 // ErrStopped is returned by Barrier once the goroutine has stopped.
@@ -16,6 +17,7 @@ type Worker struct {
 	barriers chan chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
+	serving  atomic.Pointer[chan struct{}] // the barrier a drain in progress answers
 }
 
 // NewWorker returns a Worker whose goroutine is not started (see Loop).
@@ -33,9 +35,14 @@ func (k *Worker) Poke() {
 }
 
 // Loop runs drain whenever poked or asked for a barrier, until Stop; it is
-// the goroutine's body.
-func (k *Worker) Loop(drain func()) {
-	defer close(k.done)
+// the goroutine's body. A goroutine that is no longer current (another took
+// over its work while it was stuck, see takeOver) leaves done to it.
+func (k *Worker) Loop(drain func(), current func() bool) {
+	defer func() {
+		if current() {
+			close(k.done)
+		}
+	}()
 	for {
 		select {
 		case <-k.stop:
@@ -43,10 +50,25 @@ func (k *Worker) Loop(drain func()) {
 		case <-k.signal:
 			drain()
 		case b := <-k.barriers:
+			bp := &b
+			k.serving.Store(bp)
 			drain()
-			close(b)
+			if k.serving.CompareAndSwap(bp, nil) {
+				close(b)
+			}
 		}
 	}
+}
+
+// takeOver is the start of a goroutine that takes over the loop from one
+// stuck in drain: it answers the barrier the stuck one was serving, after a
+// drain of its own, then loops.
+func (k *Worker) takeOver(drain func(), current func() bool) {
+	if bp := k.serving.Swap(nil); bp != nil {
+		drain()
+		close(*bp)
+	}
+	k.Loop(drain, current)
 }
 
 // Stop ends Loop and waits for it. Call it once.
