@@ -146,25 +146,15 @@ func New(opts ...Option) *Watchdog {
 	w.readNanos = func() int64 { return toNanos(w.now()) }
 	w.wakeFn = w.wake
 	w.act = newActor(w)
-	// The MemoryStore never blocks: the recorder calls it with one reused
-	// argument. Any other store's Append may hold up the queue for
-	// appendTimeout at most (a goroutine stuck in it is then left behind),
-	// so it gets an argument of its own.
-	_, memory := w.store.(*MemoryStore)
+	// The MemoryStore never blocks; any other store's Append may hold up
+	// the queue for appendTimeout at most.
 	var timeout time.Duration
-	if !memory {
+	if _, memory := w.store.(*MemoryStore); !memory {
 		timeout = appendTimeout
 	}
-	var one [1]Event
 	w.rec = record.New(record.Config[entry, Event]{
-		Append: func(ctx context.Context, e Event) error {
-			if !memory {
-				return w.store.Append(ctx, e)
-			}
-			one[0] = e
-			err := w.store.Append(ctx, one[:]...)
-			one[0] = Event{}
-			return err
+		Append: func(ctx context.Context, events []Event) error {
+			return w.store.Append(ctx, events...)
 		},
 		AppendTimeout: timeout,
 		Expand:        w.entryEvents,

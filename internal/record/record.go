@@ -46,7 +46,9 @@ type Clock interface {
 // Recorded.
 type Config[T, E any] struct {
 	// Append appends one event.
-	Append func(ctx context.Context, e E) error
+	// Append appends events (one event; the slice is reused after it
+	// returns).
+	Append func(ctx context.Context, events []E) error
 	// Expand appends item t's events, in order, to dst.
 	Expand func(dst []E, t *T) []E
 	// Lane is item t's lane (its session).
@@ -100,12 +102,14 @@ type Recorder[T, E any] struct {
 	gaveUp  bool // Close gave up waiting for the goroutine (an Append that never returns)
 
 	// With an AppendTimeout: the call in progress and the hang timer.
-	gen       atomic.Int64 // bumped when a goroutine takes the queue over
-	inCall    bool
-	callAt    time.Time
-	callLane  string
-	hang      *clock.Timer
-	abandoned int
+	state     atomic.Uint64           // gen<<1 | 1 while a call is in progress; gen counts takeovers
+	callSeq   atomic.Uint64           // calls started
+	callSlot  atomic.Pointer[slot[T]] // the item of the call in progress
+	hangArmed atomic.Bool             // the hang timer runs
+	hangSeen  atomic.Uint64           // callSeq at the timer's previous look
+	hang      *clock.Timer            // guarded by mu
+	one       []E                     // Append's argument; owned by the goroutine that owns the queue
+	abandoned atomic.Int32            // goroutines left in a hung Append
 
 	ctx    context.Context // passed to Append; cancelled when Close gives up
 	cancel context.CancelFunc
@@ -135,7 +139,7 @@ const batchLen = 64
 // New returns a recorder; start its goroutine with Run.
 func New[T, E any](c Config[T, E]) *Recorder[T, E] {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Recorder[T, E]{c: c, Worker: NewWorker(), lanes: make(map[string]*lane), ctx: ctx, cancel: cancel}
+	return &Recorder[T, E]{c: c, Worker: NewWorker(), lanes: make(map[string]*lane), ctx: ctx, cancel: cancel, one: make([]E, 1)}
 }
 
 // Push queues items, in order; call Poke after it to have them recorded
@@ -181,8 +185,8 @@ func (r *Recorder[T, E]) Run() { r.Loop(r.drain, r.current(0)) }
 
 // current reports whether the goroutine of generation gen still owns the
 // queue.
-func (r *Recorder[T, E]) current(gen int64) func() bool {
-	return func() bool { return r.gen.Load() == gen }
+func (r *Recorder[T, E]) current(gen uint64) func() bool {
+	return func() bool { return r.state.Load()>>1 == gen }
 }
 
 // ready reports whether lane's items may be attempted at now. Only the
@@ -195,9 +199,8 @@ func (r *Recorder[T, E]) ready(lane string, now time.Time) bool {
 // drain attempts, in order, the items of every lane that is not backing
 // off, a batch per round trip on the lock, then arms the retry timer.
 func (r *Recorder[T, E]) drain() {
-	if r.c.AppendTimeout > 0 {
-		r.armHang(r.c.AppendTimeout)
-		defer r.stopHang()
+	if r.c.AppendTimeout > 0 && r.hangArmed.CompareAndSwap(false, true) {
+		r.armHang()
 	}
 	now := r.c.Clock.Now()
 	r.mu.Lock()
@@ -231,7 +234,7 @@ func (r *Recorder[T, E]) drain() {
 			}
 			r.events = r.c.Expand(r.events[:0], &s.v)
 			done := s.done
-			for done < len(r.events) && r.attempt(id, r.events[done], false) {
+			for done < len(r.events) && r.attempt(id, r.events[done], s) {
 				done++
 			}
 			clear(r.events)
@@ -272,8 +275,10 @@ func (r *Recorder[T, E]) drain() {
 
 // attempt appends e, of lane lid. It reports whether e left the queue (recorded, or
 // refused for good). On a transient failure e's lane backs off.
-func (r *Recorder[T, E]) attempt(lid string, e E, final bool) bool {
-	err := r.appendOne(lid, e)
+// Its item s is nil for Close's last attempts.
+func (r *Recorder[T, E]) attempt(lid string, e E, s *slot[T]) bool {
+	final := s == nil
+	err := r.appendOne(s, e)
 	if err == nil {
 		if r.c.Recorded != nil {
 			r.c.Recorded(e)
@@ -318,41 +323,43 @@ func (r *Recorder[T, E]) attempt(lid string, e E, final bool) bool {
 // appendOne calls the store's Append, turning a panic into an error (a
 // transient failure: the event is retried, and Close names it if it never
 // goes through).
-func (r *Recorder[T, E]) appendOne(lane string, e E) error {
-	if r.c.AppendTimeout <= 0 {
-		return r.callAppend(e)
+func (r *Recorder[T, E]) appendOne(s *slot[T], e E) error {
+	one := r.one // read before the call is published: a takeover replaces it
+	if r.c.AppendTimeout <= 0 || s == nil {
+		return r.callAppend(one, e)
 	}
-	gen := r.gen.Load()
-	at := r.c.Clock.Now() // user code: never under the lock
-	r.mu.Lock()
-	r.inCall, r.callAt, r.callLane = true, at, lane
-	r.mu.Unlock()
-	err := r.callAppend(e)
-	r.mu.Lock()
-	if r.gen.Load() != gen {
+	gen := r.state.Load() >> 1
+	r.callSlot.Store(s)
+	r.callSeq.Add(1)
+	r.state.Store(gen<<1 | 1)
+	err := r.callAppend(one, e)
+	if !r.state.CompareAndSwap(gen<<1|1, gen<<1) {
 		// Another goroutine took the queue over while this call hung:
 		// leave without touching anything.
-		r.abandoned--
-		r.mu.Unlock()
+		r.abandoned.Add(-1)
 		runtime.Goexit()
 	}
-	r.inCall = false
-	r.mu.Unlock()
 	return err
 }
 
-func (r *Recorder[T, E]) callAppend(e E) (err error) {
+func (r *Recorder[T, E]) callAppend(one []E, e E) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v", ErrAppendPanicked, p)
 		}
 	}()
-	return r.c.Append(r.ctx, e)
+	one[0] = e
+	err = r.c.Append(r.ctx, one)
+	var zero E
+	one[0] = zero
+	return err
 }
 
-// armHang arms the hang timer to look at the call in progress after d.
-func (r *Recorder[T, E]) armHang(d time.Duration) {
-	t := r.c.Clock.AfterFunc(d, r.checkHang) // user code: never under the lock
+// armHang arms the hang timer for half the AppendTimeout: a call in
+// progress at two looks in a row has run for half the timeout to the whole
+// of it.
+func (r *Recorder[T, E]) armHang() {
+	t := r.c.Clock.AfterFunc(r.c.AppendTimeout/2, r.checkHang) // user code: never under the lock
 	r.mu.Lock()
 	old := r.hang
 	r.hang = t
@@ -362,6 +369,7 @@ func (r *Recorder[T, E]) armHang(d time.Duration) {
 	}
 }
 
+// stopHang stops the hang timer (Close).
 func (r *Recorder[T, E]) stopHang() {
 	r.mu.Lock()
 	t := r.hang
@@ -372,38 +380,49 @@ func (r *Recorder[T, E]) stopHang() {
 	}
 }
 
-// checkHang is the hang timer's callback: if the call in progress has run
-// for AppendTimeout, a fresh goroutine takes the queue over and the call's
-// event is retried after its lane's backoff.
+// checkHang is the hang timer's callback. If the same call has been in
+// progress since the previous look, a fresh goroutine takes the queue over
+// and the call's event is retried after its lane's backoff. The timer runs
+// while the recorder has work.
 func (r *Recorder[T, E]) checkHang() {
-	now := r.c.Clock.Now()
-	d := r.c.AppendTimeout
-	r.mu.Lock()
-	if !r.inCall || r.gaveUp {
+	st, seq := r.state.Load(), r.callSeq.Load()
+	if st&1 == 1 && seq == r.hangSeen.Load() && r.abandoned.Load() < maxAbandoned &&
+		r.state.CompareAndSwap(st, (st>>1+1)<<1) {
+		r.abandoned.Add(1)
+		s := r.callSlot.Load()
+		now := r.c.Clock.Now() // user code: never under the lock
+		r.mu.Lock()
+		if r.gaveUp {
+			r.mu.Unlock()
+			return
+		}
+		id := r.c.Lane(&s.v)
+		l := r.lanes[id]
+		if l == nil {
+			l = &lane{}
+			r.lanes[id] = l
+		}
+		l.attempts++
+		l.lastErr = ErrAppendTimeout
+		l.retryAt = now.Add(min(r.c.RetryMin<<min(l.attempts-1, 30), r.c.RetryMax))
 		r.mu.Unlock()
-		return
+		r.c.Log.Error("watchdog: the store's Append did not return in time; recording goes on without it",
+			zap.String("session_id", id), zap.Duration("timeout", r.c.AppendTimeout))
+		go func() {
+			r.one = make([]E, 1) // the stuck goroutine still holds its own
+			r.takeOver(r.drain, r.current(st>>1+1))
+		}()
 	}
-	if left := d - now.Sub(r.callAt); left > 0 || r.abandoned >= maxAbandoned {
-		r.mu.Unlock()
-		r.armHang(max(left, time.Millisecond))
-		return
+	r.hangSeen.Store(seq)
+	// Keep looking while there is work; stop when there is none (a drain
+	// that starts later arms the timer again).
+	if r.state.Load()&1 == 0 && r.Len() == 0 {
+		r.hangArmed.Store(false)
+		if r.state.Load()&1 == 0 && r.Len() == 0 || !r.hangArmed.CompareAndSwap(false, true) {
+			return
+		}
 	}
-	gen := r.gen.Add(1)
-	r.abandoned++
-	r.inCall = false
-	id := r.callLane
-	l := r.lanes[id]
-	if l == nil {
-		l = &lane{}
-		r.lanes[id] = l
-	}
-	l.attempts++
-	l.lastErr = ErrAppendTimeout
-	l.retryAt = now.Add(min(r.c.RetryMin<<min(l.attempts-1, 30), r.c.RetryMax))
-	r.mu.Unlock()
-	r.c.Log.Error("watchdog: the store's Append did not return in time; recording goes on without it",
-		zap.String("session_id", id), zap.Duration("timeout", d))
-	go r.takeOver(r.drain, r.current(gen))
+	r.armHang()
 }
 
 // ErrAppendPanicked is wrapped by the error of an Append that panicked.
@@ -440,6 +459,7 @@ func (r *Recorder[T, E]) Close(ctx context.Context, notRecorded error) error {
 	// A goroutine stuck in an Append that ignores its context is left
 	// behind: Close returns by ctx's end whatever the store does.
 	stuck := r.StopWithin(ctx) != nil
+	r.stopHang()
 	type pendingEvent struct {
 		lane string
 		e    E
@@ -473,7 +493,7 @@ func (r *Recorder[T, E]) Close(ctx context.Context, notRecorded error) error {
 		go func() {
 			failed := map[string]bool{}
 			for _, p := range pend {
-				ok := ctx.Err() == nil && !failed[p.lane] && r.attempt(p.lane, p.e, true)
+				ok := ctx.Err() == nil && !failed[p.lane] && r.attempt(p.lane, p.e, nil)
 				if !ok {
 					failed[p.lane] = true
 				}

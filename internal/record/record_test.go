@@ -58,7 +58,7 @@ type item struct{ evs []ev }
 
 func newTestRecorder(st *orderStore, mock *clock.Mock) *Recorder[item, ev] {
 	return New(Config[item, ev]{
-		Append: st.append,
+		Append: func(ctx context.Context, evs []ev) error { return st.append(ctx, evs[0]) },
 		Expand: func(dst []ev, t *item) []ev { return append(dst, t.evs...) },
 		Lane:   func(t *item) string { return t.evs[0].lane },
 		Classify: func(err error) Outcome {
