@@ -299,19 +299,7 @@ func (r *Recorder[T, E]) attempt(lid string, e E, s *slot[T]) bool {
 	}
 	now := r.c.Clock.Now() // user code: never under the lock
 	r.mu.Lock()
-	l := r.lanes[lid]
-	if l == nil {
-		l = &lane{}
-		r.lanes[lid] = l
-	}
-	l.attempts++
-	l.lastErr = err
-	d := r.c.RetryMin << min(l.attempts-1, 30)
-	if d <= 0 || d > r.c.RetryMax {
-		d = r.c.RetryMax
-	}
-	l.retryAt = now.Add(d)
-	attempts := l.attempts
+	attempts, d := r.backOffLocked(lid, err, now)
 	r.mu.Unlock()
 	if !final {
 		r.c.Log.Warn("watchdog: append failed; will retry", zap.String("event", r.c.Name(e)),
@@ -355,28 +343,43 @@ func (r *Recorder[T, E]) callAppend(one []E, e E) (err error) {
 	return err
 }
 
+// backOffLocked records a failed append of lane id's head at now: the lane
+// waits RetryMin, doubling with each failure, up to RetryMax. It returns
+// the lane's failures so far and the wait. Called with r.mu held.
+func (r *Recorder[T, E]) backOffLocked(id string, err error, now time.Time) (attempts int, d time.Duration) {
+	l := r.lanes[id]
+	if l == nil {
+		l = &lane{}
+		r.lanes[id] = l
+	}
+	l.attempts++
+	l.lastErr = err
+	d = r.c.RetryMin << min(l.attempts-1, 30)
+	if d <= 0 || d > r.c.RetryMax {
+		d = r.c.RetryMax
+	}
+	l.retryAt = now.Add(d)
+	return l.attempts, d
+}
+
 // armHang arms the hang timer for half the AppendTimeout: a call in
 // progress at two looks in a row has run for half the timeout to the whole
 // of it.
 func (r *Recorder[T, E]) armHang() {
-	t := r.c.Clock.AfterFunc(r.c.AppendTimeout/2, r.checkHang) // user code: never under the lock
+	r.swapHang(r.c.Clock.AfterFunc(r.c.AppendTimeout/2, r.checkHang)) // user code: never under the lock
+}
+
+// stopHang stops the hang timer (Close).
+func (r *Recorder[T, E]) stopHang() { r.swapHang(nil) }
+
+// swapHang makes t the hang timer and stops the one it replaces.
+func (r *Recorder[T, E]) swapHang(t *clock.Timer) {
 	r.mu.Lock()
 	old := r.hang
 	r.hang = t
 	r.mu.Unlock()
 	if old != nil {
 		old.Stop()
-	}
-}
-
-// stopHang stops the hang timer (Close).
-func (r *Recorder[T, E]) stopHang() {
-	r.mu.Lock()
-	t := r.hang
-	r.hang = nil
-	r.mu.Unlock()
-	if t != nil {
-		t.Stop()
 	}
 }
 
@@ -397,14 +400,7 @@ func (r *Recorder[T, E]) checkHang() {
 			return
 		}
 		id := r.c.Lane(&s.v)
-		l := r.lanes[id]
-		if l == nil {
-			l = &lane{}
-			r.lanes[id] = l
-		}
-		l.attempts++
-		l.lastErr = ErrAppendTimeout
-		l.retryAt = now.Add(min(r.c.RetryMin<<min(l.attempts-1, 30), r.c.RetryMax))
+		r.backOffLocked(id, ErrAppendTimeout, now)
 		r.mu.Unlock()
 		r.c.Log.Error("watchdog: the store's Append did not return in time; recording goes on without it",
 			zap.String("session_id", id), zap.Duration("timeout", r.c.AppendTimeout))
