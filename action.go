@@ -177,7 +177,9 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 	}
 	s.clearActing()
 	if err != nil {
-		s.rw().failed++
+		if s.rw().failed++; s.rare.failed == 1 {
+			w.failingActions.Add(1)
+		}
 		backoff := actionBackoff(s.cfg.limits.SettleInterval, s.rare.failed)
 		e := s.event(KindActionFailed, now)
 		e.Rule, e.Reason, e.DecidedByDecisionID, e.Error = it.v.Rule, it.v.reason, it.v.DecisionID, err.Error()
@@ -224,7 +226,7 @@ func actionBackoff(interval time.Duration, failed int) time.Duration {
 func (w *Watchdog) runCallback(ctx context.Context, call func(context.Context)) {
 	defer func() {
 		if r := recover(); r != nil {
-			w.log.Error("watchdog: callback panicked", zap.Any("panic", r))
+			w.faults.recovered("watchdog: callback panicked", zap.Any("panic", r))
 		}
 	}()
 	call(ctx)
@@ -234,6 +236,7 @@ func (w *Watchdog) runCallback(ctx context.Context, call func(context.Context)) 
 func (w *Watchdog) callAction(ctx context.Context, s *Session, v *VerdictError) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			w.faults.n.Add(1) // logged as the action's failure
 			err = &panicError{r}
 		}
 	}()

@@ -140,6 +140,9 @@ func TestAFailingActionBacksOffToABoundedNumberOfEventsAnHour(t *testing.T) {
 	before := len(f)
 	advance(t, mock, time.Hour, w)
 	assert.Equal(t, 6, len(ofKind(load(t, store, "s"), watchdog.KindActionFailed))-before, "six failures an hour at the cap")
+	assert.Equal(t, 1, w.Stats().FailingActions, "visible as a metric")
+	require.NoError(t, s.Stop())
+	assert.Zero(t, w.Stats().FailingActions, "the window is over")
 }
 
 // With a custom action and the default SettleChecks (3), a session silent

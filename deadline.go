@@ -95,7 +95,7 @@ func Call(ctx context.Context, name string, budget time.Duration, fn func(ctx co
 // within the grace period after the deadline (the session policy's
 // HandlerGrace, default 5 s), Within returns the deadline
 // error anyway and abandons fn's goroutine, which is counted (see
-// Watchdog.AbandonedHandlers) and recorded, never silently leaked. If fn
+// Watchdog.Stats) and recorded, never silently leaked. If fn
 // returns after the deadline, Within returns the deadline error too.
 // Otherwise it returns fn's error. A panic in fn is re-raised in the caller.
 //
@@ -151,14 +151,14 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 	var end func(err error, overrun *Event)
 	if obs.OnHandler != nil {
 		var c context.Context
-		callHook(l.logger(), "OnHandler", func() { c, end = obs.OnHandler(lctx, kind, name, l.remaining()) })
+		callHook(l.faults(), "OnHandler", func() { c, end = obs.OnHandler(lctx, kind, name, l.remaining()) })
 		if c != nil {
 			lctx = c
 		}
 		if end != nil {
-			hookEnd, log := end, l.logger()
+			hookEnd, f := end, l.faults()
 			end = func(err error, overrun *Event) {
-				callHook(log, "OnHandler's end", func() { hookEnd(err, overrun) })
+				callHook(f, "OnHandler's end", func() { hookEnd(err, overrun) })
 			}
 		}
 	}
@@ -452,17 +452,10 @@ func (l *layer) exited() {
 	}
 }
 
-// AbandonedHandlers returns how many functions were abandoned because they
-// ignored their deadline past the grace period, and how many of those are
-// still running.
-func (w *Watchdog) AbandonedHandlers() (abandoned, stillRunning int64) {
-	return w.abandoned.Load(), w.running.Load()
-}
-
-// logger is the layer's Watchdog's logger, or a no-op one without a session.
-func (l *layer) logger() *zap.Logger {
+// faults is the layer's Watchdog's, or a no-op one without a session.
+func (l *layer) faults() *userFaults {
 	if l.w != nil {
-		return l.w.log
+		return l.w.faults
 	}
-	return zap.NewNop()
+	return &userFaults{log: zap.NewNop()}
 }

@@ -59,7 +59,8 @@ func TestHandlerIgnoringItsContextIsAbandonedAtBudgetPlusGrace(t *testing.T) {
 	assert.Equal(t, "web_search", v.Name)
 	assert.Equal(t, "http_get", v.DyingSpan)
 	assert.Equal(t, 2*time.Second, v.Elapsed)
-	abandoned, running := w.AbandonedHandlers()
+	st := w.Stats()
+	abandoned, running := st.AbandonedHandlers, st.AbandonedRunning
 	assert.Equal(t, int64(1), abandoned)
 	assert.Equal(t, int64(1), running)
 	require.NoError(t, s.Context().Err(), "a handler overrun is not a session verdict")
@@ -93,7 +94,7 @@ func TestCooperativeHandlerGetsTheDeadlineErrorOnTime(t *testing.T) {
 	<-entered
 	advance(t, mock, time.Second, w)
 	require.ErrorIs(t, <-res, watchdog.ErrDeadlineExceeded)
-	abandoned, _ := w.AbandonedHandlers()
+	abandoned := w.Stats().AbandonedHandlers
 	assert.Zero(t, abandoned)
 
 	// A handler that finishes in time returns its own result.
@@ -255,7 +256,7 @@ func TestTheEndOfAHandlerIsEvidenceForTheIdleRule(t *testing.T) {
 	assert.Equal(t, "mcp_tool", v[len(v)-1].ActiveChannel)
 }
 
-// AbandonedHandlers gives the handlers abandoned so far and those of them
+// Stats gives the handlers abandoned so far and those of them
 // still running, not every running handler: a healthy handler within its
 // budget is not counted, and an abandoned one leaves the running count when
 // its function returns. That count is the leak a host can alert on. In a
@@ -279,7 +280,8 @@ func TestAbandonedHandlersCountsOnlyAbandonedFunctionsStillRunning(t *testing.T)
 		<-entered
 		require.NoError(t, watchdogtest.Advance(context.Background(), mock, 2*time.Second, w))
 		require.ErrorIs(t, <-abandoned, watchdog.ErrDeadlineExceeded)
-		a, running := w.AbandonedHandlers()
+		st := w.Stats()
+		a, running := st.AbandonedHandlers, st.AbandonedRunning
 		assert.Equal(t, [2]int64{1, 1}, [2]int64{a, running})
 
 		healthyRelease, healthyIn, healthyDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -294,7 +296,8 @@ func TestAbandonedHandlersCountsOnlyAbandonedFunctionsStillRunning(t *testing.T)
 		<-healthyIn
 		close(release) // the abandoned function returns
 		synctest.Wait()
-		a, running = w.AbandonedHandlers()
+		st = w.Stats()
+		a, running = st.AbandonedHandlers, st.AbandonedRunning
 		assert.Equal(t, int64(1), a)
 		assert.Equal(t, int64(0), running, "a healthy in-time handler is not counted")
 		close(healthyRelease)

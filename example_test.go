@@ -132,3 +132,23 @@ func ExampleFollow() {
 	// Output:
 	// true
 }
+
+// Stats gives the numbers an operator alerts on: here, one session watched
+// and one record waiting for a store that is down.
+func ExampleWatchdog_Stats() {
+	w := watchdog.New(watchdog.WithStore(downStore{}))
+	defer w.Close(context.Background())
+	_, _ = w.Start(context.Background(), "agent-7", time.Now(), watchdog.Policy{})
+	_ = w.Check(context.Background()) // the start's append was tried
+	st := w.Stats()
+	fmt.Println("sessions:", st.Sessions, "queued:", st.Queued, "panics:", st.Panics)
+	// Output: sessions: 1 queued: 1 panics: 0
+}
+
+// downStore is a store that is down.
+type downStore struct{}
+
+func (downStore) Append(context.Context, ...watchdog.Event) error {
+	return errors.New("connection refused")
+}
+func (downStore) Load(context.Context, string) ([]watchdog.Event, error) { return nil, nil }

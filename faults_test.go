@@ -141,6 +141,7 @@ func TestAPanickingStoreAppendLosesNoVerdict(t *testing.T) {
 		<-s.Context().Done()
 		time.Sleep(time.Minute) // the retries' backoff
 		synctest.Wait()
+		assert.Equal(t, int64(3), w.Stats().Panics)
 		require.NoError(t, w.Close(context.Background()))
 		evs, err := store.Load(context.Background(), "s")
 		require.NoError(t, err)
@@ -172,9 +173,11 @@ func TestPanickingObserverHooksCrashNothing(t *testing.T) {
 		require.ErrorIs(t, err, watchdog.ErrDeadlineExceeded)
 		<-s.Context().Done()
 		synctest.Wait()
-		abandoned, running := w.AbandonedHandlers()
+		st := w.Stats()
+		abandoned, running := st.AbandonedHandlers, st.AbandonedRunning
 		assert.Zero(t, abandoned)
 		assert.Zero(t, running)
+		assert.GreaterOrEqual(t, st.Panics, int64(6), "OnHandler twice, OnEvent per event, OnSchedulerTick")
 		require.NoError(t, w.Close(context.Background()))
 		evs, err := store.Load(context.Background(), "s")
 		require.NoError(t, err)
@@ -214,6 +217,7 @@ func TestAPanickingLoadFailsTheResumeAndFreesTheID(t *testing.T) {
 	store.boom = true
 	_, err = w2.Resume(context.Background(), "s", watchdog.Policy{WallClock: time.Hour})
 	require.ErrorContains(t, err, "store Load panicked")
+	assert.Equal(t, int64(1), w2.Stats().Panics)
 	s, err := w2.Resume(context.Background(), "s", watchdog.Policy{WallClock: time.Hour})
 	require.NoError(t, err)
 	assert.Equal(t, 1, s.Window())
@@ -336,6 +340,7 @@ func TestAPanickingClockCrashesNothing(t *testing.T) {
 	require.NoError(t, err, "started at the clock's last reading")
 	require.NoError(t, w.Check(context.Background()))
 	mock.broken.Store(false)
+	assert.Positive(t, w.Stats().Panics)
 	advance(t, mock.Mock, 10*time.Second+1, w)
 	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
 }
@@ -375,6 +380,47 @@ func TestAFullRecorderQueueRefusesNewSessionsAndKeepsVerdicts(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// While the store is down and the queue is full, a session deferred by
+// evidence does not grow the queue: its CONTINUE records fold into the
+// latest, which keeps its place before the decision; the decision and the
+// cancel are never folded; the log replays clean; Stats shows it all.
+func TestAFullQueueFoldsASessionsRepeatedContinuesIntoTheLatest(t *testing.T) {
+	defer watchdog.SetMaxQueued(4)()
+	mock := newMock()
+	store := newFaultyStore(1 << 30) // down
+	w := newWatchdog(t, mock, store)
+	s, err := w.Start(context.Background(), "agent", t0, idlePolicy())
+	require.NoError(t, err)
+	for i := range 3 {
+		_, err := w.Start(context.Background(), fmt.Sprint("filler", i), t0, watchdog.Policy{WallClock: time.Hour})
+		require.NoError(t, err)
+	}
+	s.Touch(watchdog.ChannelStdout)
+	for range 10 { // file work every 4 s, no output: a CONTINUE at each look
+		advance(t, mock, 4*time.Second, w)
+		s.Touch(watchdog.ChannelWorkspace)
+	}
+	lastTouch := mock.Now()
+	st := w.Stats()
+	assert.Equal(t, 5, st.Queued, "four starts and one CONTINUE slot")
+	assert.GreaterOrEqual(t, st.Coalesced, int64(5))
+	assert.Equal(t, 4, st.Sessions)
+
+	advance(t, mock, 20*time.Second, w) // quiet: the idle rule acts
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrIdleExceeded)
+	assert.Equal(t, 3, w.Stats().Sessions)
+
+	store.setFail(0) // the store is back
+	advance(t, mock, time.Minute, w)
+	require.Zero(t, w.Stats().Queued)
+	evs := load(t, store.MemoryStore, "agent")
+	require.Equal(t, []string{watchdog.KindStart, watchdog.KindVerdict, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
+	assert.True(t, evs[1].OccurredAt.After(lastTouch.Add(-4*time.Second)), "the latest CONTINUE is kept: %v", evs[1].OccurredAt)
+	mismatches, err := watchdog.Replay(evs)
+	require.NoError(t, err)
+	assert.Empty(t, mismatches)
+}
+
 // laneHungStore hangs, ignoring its context, the first Append of session
 // "stuck" until release is closed.
 type laneHungStore struct {
@@ -412,6 +458,7 @@ func TestAHungAppendHoldsUpOtherSessionsRecordsForItsTimeoutOnly(t *testing.T) {
 		assert.Empty(t, load(t, store.MemoryStore, "other"), "held up behind the hung call")
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
+		assert.Equal(t, 1, w.Stats().HungAppends, "visible as a metric")
 		assert.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(load(t, store.MemoryStore, "other")),
 			"recorded once the hung call timed out")
 		time.Sleep(time.Minute) // the hung event's retry
@@ -420,6 +467,7 @@ func TestAHungAppendHoldsUpOtherSessionsRecordsForItsTimeoutOnly(t *testing.T) {
 		close(store.release) // the hung call returns: a duplicate, skipped
 		synctest.Wait()
 		assert.Equal(t, []string{watchdog.KindStart}, kinds(load(t, store.MemoryStore, "stuck")), "recorded once")
+		assert.Zero(t, w.Stats().HungAppends, "the stuck goroutine is gone")
 		require.NoError(t, w.Close(context.Background()))
 	})
 }

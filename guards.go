@@ -47,11 +47,16 @@ func checkLoaded(e *Event, id string) error {
 }
 
 // loadEvents calls the store's Load, turning a panic into an error.
-func loadEvents(ctx context.Context, store EventStore, id string) (evs []Event, err error) {
+func (w *Watchdog) loadEvents(ctx context.Context, id string) (evs []Event, err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			w.faults.n.Add(1) // Resume's error says it
 			err = fmt.Errorf("store Load panicked: %v", p)
 		}
 	}()
-	return store.Load(ctx, id)
+	return w.store.Load(ctx, id)
 }
+
+// coalescible reports whether en is a CONTINUE record that a later one of
+// its session may replace while the recorder's queue is full.
+func coalescible(en *entry) bool { return en.fire == nil && en.ev.Kind == KindVerdict }

@@ -63,7 +63,7 @@ func (h *tickHook) report(d time.Duration) {
 
 // run is the hook's goroutine; it returns when stop is closed (after the
 // call in progress, if any: the hook is user code).
-func (h *tickHook) run(stop <-chan struct{}, log *zap.Logger) {
+func (h *tickHook) run(stop <-chan struct{}, f *userFaults) {
 	defer close(h.done)
 	for {
 		select {
@@ -71,7 +71,7 @@ func (h *tickHook) run(stop <-chan struct{}, log *zap.Logger) {
 			return
 		case <-h.wake:
 			if v := h.max.Swap(0); v > 0 {
-				callHook(log, "OnSchedulerTick", func() { h.fn(time.Duration(v - 1)) })
+				callHook(f, "OnSchedulerTick", func() { h.fn(time.Duration(v - 1)) })
 			}
 		}
 	}
@@ -79,10 +79,10 @@ func (h *tickHook) run(stop <-chan struct{}, log *zap.Logger) {
 
 // callHook calls an Observer hook, turning a panic into a logged error: a
 // hook's fault never crashes the process or stops the Watchdog.
-func callHook(log *zap.Logger, name string, f func()) {
+func callHook(uf *userFaults, name string, f func()) {
 	defer func() {
 		if p := recover(); p != nil {
-			log.Error("watchdog: Observer hook panicked", zap.String("hook", name), zap.Any("panic", p))
+			uf.recovered("watchdog: Observer hook panicked", zap.String("hook", name), zap.Any("panic", p))
 		}
 	}()
 	f()
@@ -90,9 +90,71 @@ func callHook(log *zap.Logger, name string, f func()) {
 
 // onEventHook wraps Observer.OnEvent so that a panic in it is logged, not
 // raised on the recorder goroutine.
-func onEventHook(fn func(Event), log *zap.Logger) func(Event) {
+func onEventHook(fn func(Event), uf *userFaults) func(Event) {
 	if fn == nil {
 		return nil
 	}
-	return func(e Event) { callHook(log, "OnEvent", func() { fn(e) }) }
+	return func(e Event) { callHook(uf, "OnEvent", func() { fn(e) }) }
+}
+
+// userFaults logs and counts the panics recovered from user code
+// (Stats.Panics).
+type userFaults struct {
+	log *zap.Logger
+	n   atomic.Int64
+}
+
+func (uf *userFaults) recovered(msg string, fields ...zap.Field) {
+	uf.n.Add(1)
+	uf.log.Error(msg, fields...)
+}
+
+// Stats is a snapshot of a Watchdog's state, for metrics and health checks
+// (otelwatchdog exports it as gauges). The zero Stats is a Watchdog with
+// nothing to report.
+type Stats struct {
+	// Sessions is the number of windows being watched.
+	Sessions int
+	// Queued is the number of records waiting for the store. From 262,144
+	// on, Start and Resume are refused and repeated CONTINUE records of a
+	// session are folded into its latest until the store catches up.
+	Queued int
+	// Coalesced counts the CONTINUE records folded into a later one of
+	// their session because the queue was full (never a decision or an
+	// outcome).
+	Coalesced int64
+	// HungAppends is the number of goroutines left in a store Append that
+	// did not return within its timeout (10 s); while one of them still
+	// runs, the store is not answering.
+	HungAppends int
+	// FailingActions is the number of sessions whose last action failed
+	// (or panicked) and whose rule is looked at again after a backoff.
+	FailingActions int
+	// Panics counts the panics recovered from user code: store Append and
+	// Load, Observer hooks, actions, Wait callbacks and a Clock's methods.
+	// Each is also logged at error level.
+	Panics int64
+	// AbandonedHandlers counts the functions abandoned because they
+	// ignored their deadline past the grace period (each is also recorded
+	// as runtime.handler.abandoned); AbandonedRunning is how many of those
+	// are still running.
+	AbandonedHandlers, AbandonedRunning int64
+}
+
+// Stats returns a snapshot of w's state. It is cheap (a short lock, no
+// store call) and safe for concurrent use, also after Close.
+func (w *Watchdog) Stats() Stats {
+	w.mu.Lock()
+	sessions := w.sessions.Len()
+	w.mu.Unlock()
+	return Stats{
+		Sessions:          sessions,
+		Queued:            w.rec.Len(),
+		Coalesced:         w.rec.Coalesced(),
+		HungAppends:       w.rec.Hung(),
+		FailingActions:    int(w.failingActions.Load()),
+		Panics:            w.faults.n.Load(),
+		AbandonedHandlers: w.abandoned.Load(),
+		AbandonedRunning:  w.running.Load(),
+	}
 }

@@ -218,7 +218,7 @@ func (s *Session) stop(code string) (bool, error) {
 	s.state.Store(stateStopped)
 	w.sessions.Del(s)
 	w.heap.Remove(&s.item)
-	s.dropWaiterLocked()
+	s.dropLocked()
 	e := s.event(KindStop, now)
 	e.Reason = code
 	w.record(nil, e)

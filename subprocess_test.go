@@ -296,7 +296,7 @@ func TestSubprocessHandlerIsKilledWithItsWholeGroup(t *testing.T) {
 	require.ErrorAs(t, err, &v)
 	assert.Equal(t, "sh sleep", v.DyingSpan)
 	requireGroupGone(t, pgid) // no process of the group is left
-	abandoned, _ := w.AbandonedHandlers()
+	abandoned := w.Stats().AbandonedHandlers
 	assert.Zero(t, abandoned, "the handler returned once its group was killed")
 }
 

@@ -121,14 +121,14 @@ func shiftEvent(e *Event, off int64) {
 // AfterFunc arms nothing; both are logged at error level.
 type guardedClock struct {
 	c    Clock
-	log  *zap.Logger
+	uf   *userFaults
 	last atomic.Int64 // the last reading that worked, Unix ns (0: none yet)
 }
 
 func (g *guardedClock) Now() (t time.Time) {
 	defer func() {
 		if p := recover(); p != nil {
-			g.log.Error("watchdog: the Clock's Now panicked; using its last reading", zap.Any("panic", p))
+			g.uf.recovered("watchdog: the Clock's Now panicked; using its last reading", zap.Any("panic", p))
 			t = time.Now()
 			if l := g.last.Load(); l != 0 {
 				t = time.Unix(0, l)
@@ -143,7 +143,7 @@ func (g *guardedClock) Now() (t time.Time) {
 func (g *guardedClock) AfterFunc(d time.Duration, f func()) (t *clock.Timer) {
 	defer func() {
 		if p := recover(); p != nil {
-			g.log.Error("watchdog: the Clock's AfterFunc panicked; the timer is not armed", zap.Any("panic", p))
+			g.uf.recovered("watchdog: the Clock's AfterFunc panicked; the timer is not armed", zap.Any("panic", p))
 			t = nil
 		}
 	}()

@@ -209,7 +209,7 @@ func (w *Watchdog) endWindowLocked(s *Session, ve *VerdictError) {
 	s.clearActing()
 	w.sessions.Del(s)
 	w.heap.Remove(&s.item)
-	s.dropWaiterLocked()
+	s.dropLocked()
 }
 
 // cancelAttemptLocked ends the running RunPhase attempt with verdict ve and
@@ -231,11 +231,18 @@ func (w *Watchdog) cancelAttemptLocked(s *Session, ve *VerdictError, now time.Ti
 	ef.cancels = append(ef.cancels, cancellation{cancel: at.cancel, cause: ve})
 }
 
-// dropWaiterLocked disarms the waiting watchdog when the window ends.
-func (s *Session) dropWaiterLocked() {
-	if r := s.rare; r != nil && r.waiter != nil {
-		s.w.heap.Remove(&r.waiter.item)
-		r.waiter = nil
+// dropLocked lets go of what the window holds when it ends: the waiting
+// watchdog, and its count among the failing actions (Stats).
+func (s *Session) dropLocked() {
+	if r := s.rare; r != nil {
+		if r.waiter != nil {
+			s.w.heap.Remove(&r.waiter.item)
+			r.waiter = nil
+		}
+		if r.failed > 0 {
+			r.failed = 0
+			s.w.failingActions.Add(-1)
+		}
 	}
 	s.gen++
 }

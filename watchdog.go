@@ -36,9 +36,12 @@ type Watchdog struct {
 	action    func(ctx context.Context, s *Session, v *VerdictError) error
 	obs       Observer
 	tickObs   *tickHook    // calls obs.OnSchedulerTick off the scheduler (nil without the hook)
+	faults    *userFaults  // logs and counts panics of user code
 	abandoned atomic.Int64 // handler goroutines abandoned at deadline + grace
 	running   atomic.Int64 // handler goroutines still running after abandonment
-	coarse    coarseClock
+	// sessions whose action failed and is retried after a backoff
+	failingActions atomic.Int64
+	coarse         coarseClock
 
 	epoch      time.Time    // the first reading of the Clock: the timeline's origin (see timeline.go)
 	epochNanos int64        // epoch's wall time, Unix ns
@@ -113,8 +116,9 @@ func New(opts ...Option) *Watchdog {
 	if c.log == nil {
 		c.log = zap.NewNop()
 	}
+	uf := &userFaults{log: c.log}
 	if rt == nil {
-		c.clock = &guardedClock{c: c.clock, log: c.log}
+		c.clock = &guardedClock{c: c.clock, uf: uf}
 	}
 	if c.idPrefix == "" {
 		var b [6]byte
@@ -125,6 +129,7 @@ func New(opts ...Option) *Watchdog {
 		clock:   c.clock,
 		store:   c.store,
 		log:     c.log,
+		faults:  uf,
 		action:  c.action,
 		ids:     record.IDs{Prefix: c.idPrefix},
 		layers:  make(map[*layer]struct{}),
@@ -159,13 +164,20 @@ func New(opts ...Option) *Watchdog {
 		AppendTimeout: timeout,
 		Expand:        w.entryEvents,
 		Lane:          entryLane,
-		Classify:      classifyAppendError,
-		Name:          eventName,
-		Recorded:      onEventHook(c.obs.OnEvent, c.log),
-		Clock:         c.clock,
-		Log:           c.log,
-		RetryMin:      c.retryMin,
-		RetryMax:      c.retryMax,
+		Classify: func(err error) record.Outcome {
+			if errors.Is(err, record.ErrAppendPanicked) {
+				uf.n.Add(1) // the recorder logs it with the failure
+			}
+			return classifyAppendError(err)
+		},
+		Name:       eventName,
+		Recorded:   onEventHook(c.obs.OnEvent, uf),
+		Coalesce:   coalescible,
+		CoalesceAt: maxQueued,
+		Clock:      c.clock,
+		Log:        c.log,
+		RetryMin:   c.retryMin,
+		RetryMax:   c.retryMax,
 	})
 	if rt != nil {
 		w.rec.SetYield(w.schedulerOverdue)
@@ -179,7 +191,7 @@ func New(opts ...Option) *Watchdog {
 	go func() { defer w.wg.Done(); defer close(w.schedDone); w.schedule() }()
 	if c.obs.OnSchedulerTick != nil {
 		w.tickObs = newTickHook(c.obs.OnSchedulerTick)
-		go w.tickObs.run(w.done, w.log)
+		go w.tickObs.run(w.done, uf)
 	}
 	return w
 }
@@ -266,7 +278,7 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 	// Pending events first: an event that leaves the queue after this
 	// point is in the store when Load reads it.
 	pending := w.rec.Pending(id)
-	loaded, err := loadEvents(ctx, w.store, id)
+	loaded, err := w.loadEvents(ctx, id)
 	if err == nil && len(loaded) == 0 && len(pending) == 0 {
 		err = fmt.Errorf("%w: %q", ErrUnknownSession, id)
 	} else if err != nil {
@@ -459,7 +471,7 @@ func (w *Watchdog) Check(ctx context.Context) error {
 // until ctx ends, and waits for every goroutine the Watchdog started, until
 // ctx ends. Callers blocked in Within or Call are released with ErrClosed; a
 // handler function that ignores its context is user code and is not waited
-// for (see AbandonedHandlers).
+// for (see Stats).
 //
 // Close returns by ctx's deadline whatever user code does: a store Append,
 // an Observer hook, an action or a Clock that ignores its context is left
@@ -478,7 +490,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		for _, s := range live {
 			s.state.Store(stateClosed)
 			w.heap.Remove(&s.item)
-			s.dropWaiterLocked()
+			s.dropLocked()
 		}
 		w.sessions.Reset()
 		var layers []*layer

@@ -41,6 +41,38 @@ const (
 	MetricEvents = "watchdog_events_total"
 )
 
+// The instruments of ObserveStats: one per watchdog.Stats field, observed
+// at each collection, without attributes.
+const (
+	// MetricSessions is an int64 gauge, unit "{session}": windows being
+	// watched (Stats.Sessions).
+	MetricSessions = "watchdog_sessions"
+	// MetricQueued is an int64 gauge, unit "{event}": records waiting for
+	// the store (Stats.Queued); from 262,144 on, new sessions are refused.
+	MetricQueued = "watchdog_queued_events"
+	// MetricCoalesced is an int64 counter, unit "{event}": CONTINUE
+	// records folded into a later one while the queue was full
+	// (Stats.Coalesced).
+	MetricCoalesced = "watchdog_coalesced_events_total"
+	// MetricHungAppends is an int64 gauge, unit "{call}": store Appends
+	// past their timeout that have not returned (Stats.HungAppends).
+	MetricHungAppends = "watchdog_hung_appends"
+	// MetricFailingActions is an int64 gauge, unit "{session}": sessions
+	// whose action failed and is retried after a backoff
+	// (Stats.FailingActions).
+	MetricFailingActions = "watchdog_failing_actions"
+	// MetricPanics is an int64 counter, unit "{panic}": panics recovered
+	// from user code (Stats.Panics).
+	MetricPanics = "watchdog_panics_total"
+	// MetricAbandonedHandlers is an int64 counter, unit "{handler}":
+	// functions abandoned past their deadline and grace
+	// (Stats.AbandonedHandlers).
+	MetricAbandonedHandlers = "handler_abandoned_total"
+	// MetricAbandonedRunning is an int64 gauge, unit "{handler}": the
+	// abandoned functions still running (Stats.AbandonedRunning).
+	MetricAbandonedRunning = "handler_abandoned_running"
+)
+
 // Metric attribute keys. MetricHandlerDeadlineRemaining has handler and
 // layer; MetricHandlerDeadlineExceeded has handler, layer and dying_span
 // (always, "" when no step was marked); MetricEvents has event_kind and,
@@ -315,3 +347,59 @@ func (a *adapter) onEvent(e watchdog.Event) {
 
 // ms converts d to fractional milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// ObserveStats registers w's Stats as observable instruments (MetricSessions,
+// MetricQueued, ...) on the MeterProvider of opts (WithMeterProvider; the
+// other options do not apply): one call of w.Stats per collection, with no
+// cost between collections. Unregister the returned Registration before
+// dropping w. It returns an error if the MeterProvider refuses an instrument
+// or the callback, or if w is nil.
+func ObserveStats(w *watchdog.Watchdog, opts ...Option) (metric.Registration, error) {
+	if w == nil {
+		return nil, errors.New("otelwatchdog: ObserveStats: nil Watchdog")
+	}
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.mp == nil {
+		c.mp = otel.GetMeterProvider()
+	}
+	meter := c.mp.Meter(ScopeName)
+	var errs []error
+	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
+		g, err := meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return g
+	}
+	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
+		g, err := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return g
+	}
+	sessions := gauge(MetricSessions, "{session}", "Windows the watchdog is watching.")
+	queued := gauge(MetricQueued, "{event}", "Records waiting for the store; new sessions are refused from 262144 on.")
+	coalesced := counter(MetricCoalesced, "{event}", "CONTINUE records folded into a later one while the queue was full.")
+	hung := gauge(MetricHungAppends, "{call}", "Store Appends past their timeout that have not returned.")
+	failing := gauge(MetricFailingActions, "{session}", "Sessions whose action failed and is retried after a backoff.")
+	panics := counter(MetricPanics, "{panic}", "Panics recovered from user code (store, hooks, actions, callbacks, clock).")
+	abandoned := counter(MetricAbandonedHandlers, "{handler}", "Functions abandoned past their deadline and grace.")
+	running := gauge(MetricAbandonedRunning, "{handler}", "Abandoned functions still running.")
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st := w.Stats()
+		o.ObserveInt64(sessions, int64(st.Sessions))
+		o.ObserveInt64(queued, int64(st.Queued))
+		o.ObserveInt64(coalesced, st.Coalesced)
+		o.ObserveInt64(hung, int64(st.HungAppends))
+		o.ObserveInt64(failing, int64(st.FailingActions))
+		o.ObserveInt64(panics, st.Panics)
+		o.ObserveInt64(abandoned, st.AbandonedHandlers)
+		o.ObserveInt64(running, st.AbandonedRunning)
+		return nil
+	}, sessions, queued, coalesced, hung, failing, panics, abandoned, running)
+}

@@ -32,6 +32,7 @@ type fixture struct {
 	store  *watchdog.MemoryStore
 	w      *watchdog.Watchdog
 	reader *sdkmetric.ManualReader
+	mp     *sdkmetric.MeterProvider
 	spans  *tracetest.SpanRecorder
 	tracer trace.Tracer
 	obs    watchdog.Observer
@@ -54,6 +55,7 @@ func newFixture(t *testing.T, opts ...otelwatchdog.Option) *fixture {
 		_ = mp.Shutdown(ctx)
 		_ = tp.Shutdown(ctx)
 	})
+	f.mp = mp
 	f.tracer = tp.Tracer("test")
 	obs, err := otelwatchdog.New(append([]otelwatchdog.Option{
 		otelwatchdog.WithMeterProvider(mp), otelwatchdog.WithTracerProvider(tp)}, opts...)...)
@@ -436,4 +438,63 @@ func TestNewDefaults(t *testing.T) {
 	end(watchdog.ErrDeadlineExceeded, &watchdog.Event{Kind: watchdog.KindHandlerDeadline})
 	obs.OnSchedulerTick(time.Millisecond)
 	obs.OnEvent(watchdog.Event{Kind: watchdog.KindStart})
+}
+
+// gaugeValue is the value of an attribute-less int64 gauge or sum.
+func gaugeValue(t *testing.T, m metricdata.Metrics) int64 {
+	t.Helper()
+	switch d := m.Data.(type) {
+	case metricdata.Gauge[int64]:
+		require.Len(t, d.DataPoints, 1, m.Name)
+		return d.DataPoints[0].Value
+	case metricdata.Sum[int64]:
+		require.True(t, d.IsMonotonic, m.Name)
+		require.Len(t, d.DataPoints, 1, m.Name)
+		return d.DataPoints[0].Value
+	}
+	t.Fatalf("%s is a %T", m.Name, m.Data)
+	return 0
+}
+
+// ObserveStats exports the Watchdog's Stats at each collection: the
+// sessions watched and an abandoned handler still running show; the rest
+// is zero; after Unregister nothing is observed.
+func TestObserveStatsExportsTheWatchdogsState(t *testing.T) {
+	f := newFixture(t)
+	reg, err := otelwatchdog.ObserveStats(f.w, otelwatchdog.WithMeterProvider(f.mp))
+	require.NoError(t, err)
+	s, err := f.w.Start(f.ctx, "s1", t0, watchdog.Policy{WallClock: time.Hour})
+	require.NoError(t, err)
+	_, err = f.w.Start(f.ctx, "s2", t0, watchdog.Policy{WallClock: time.Hour})
+	require.NoError(t, err)
+	release, started, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	defer close(release)
+	go func() {
+		done <- watchdog.Call(s.Context(), "shell", time.Second, func(ctx context.Context) error {
+			close(started)
+			<-release // ignores its context
+			return nil
+		})
+	}()
+	<-started
+	f.advance(t, 6*time.Second)
+	require.ErrorIs(t, <-done, watchdog.ErrDeadlineExceeded)
+
+	ms := f.collect(t)
+	want := map[string]int64{
+		otelwatchdog.MetricSessions: 2, otelwatchdog.MetricQueued: 0, otelwatchdog.MetricCoalesced: 0,
+		otelwatchdog.MetricHungAppends: 0, otelwatchdog.MetricFailingActions: 0, otelwatchdog.MetricPanics: 0,
+		otelwatchdog.MetricAbandonedHandlers: 1, otelwatchdog.MetricAbandonedRunning: 1,
+	}
+	for name, v := range want {
+		require.Contains(t, ms, name)
+		assert.Equal(t, v, gaugeValue(t, ms[name]), name)
+	}
+	require.NoError(t, reg.Unregister())
+	after := f.collect(t)
+	for name := range want {
+		assert.NotContains(t, after, name)
+	}
+	_, err = otelwatchdog.ObserveStats(nil)
+	require.ErrorContains(t, err, "nil Watchdog")
 }

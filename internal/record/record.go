@@ -67,6 +67,12 @@ type Config[T, E any] struct {
 	Clock              Clock
 	Log                *zap.Logger
 	RetryMin, RetryMax time.Duration
+	// Coalesce, when set, reports whether item t may be folded into a
+	// later such item of its lane while CoalesceAt items or more are
+	// queued: the queued one then stands for the latest (see Push).
+	Coalesce   func(t *T) bool
+	CoalesceAt int
+
 	// AppendTimeout bounds how long one Append may hold up the queue (0:
 	// no bound). Past it a fresh goroutine takes the queue over, the
 	// event is retried after its lane's backoff (stores skip an event id
@@ -85,8 +91,26 @@ var ErrAppendTimeout = errors.New("store Append did not return in time")
 
 // slot is a queued item and how many of its events are recorded.
 type slot[T any] struct {
-	v    T
-	done int
+	v     T
+	done  int
+	box   *box[T] // while open for coalescing: the latest item it stands for (see Push)
+	taken uint64  // box.n when the drain took the slot
+}
+
+// box holds the latest item an open slot stands for, and how many items
+// were folded into it.
+type box[T any] struct {
+	v T
+	n uint64
+}
+
+// item is the slot's item: the latest it stands for while it is open.
+// Called with r.mu held.
+func (s *slot[T]) item() *T {
+	if s.box != nil {
+		return &s.box.v
+	}
+	return &s.v
 }
 
 // Recorder is the queue and its goroutine. Push, Pending and Barrier are
@@ -99,7 +123,11 @@ type Recorder[T, E any] struct {
 	q       queue[slot[T]]
 	lanes   map[string]*lane // lanes backing off after a failed append
 	refused []error
-	gaveUp  bool // Close gave up waiting for the goroutine (an Append that never returns)
+	gaveUp  bool               // Close gave up waiting for the goroutine (an Append that never returns)
+	open    map[string]*box[T] // per lane, the box of its slot open for coalescing
+
+	coalesced atomic.Int64 // items folded into a later one
+	retake    bool         // an open slot was recorded while folded into: drain again
 
 	// With an AppendTimeout: the call in progress and the hang timer.
 	state     atomic.Uint64           // gen<<1 | 1 while a call is in progress; gen counts takeovers
@@ -146,13 +174,64 @@ func New[T, E any](c Config[T, E]) *Recorder[T, E] {
 // (a caller may first finish more urgent work). It never blocks on the
 // store: callers may hold their own lock (which is then always taken
 // before the recorder's).
+//
+// While CoalesceAt items or more are queued, an item that Config.Coalesce
+// accepts is folded into the lane's slot that is still open for it, if
+// any: the slot then stands for the latest such item, which takes the
+// place of the earlier ones. A slot closes when another item of its lane
+// is pushed, so the lane's order holds, or when it is recorded; one
+// recorded while a later item was folded into it stays queued, for that
+// item.
 func (r *Recorder[T, E]) Push(items ...T) {
+	started := false
 	r.mu.Lock()
 	for i := range items {
+		if r.c.Coalesce != nil && (len(r.open) > 0 || r.q.end-r.q.head >= r.c.CoalesceAt) {
+			folded, first := r.coalesceLocked(&items[i])
+			started = started || first
+			if folded {
+				continue
+			}
+		}
 		r.q.push(slot[T]{v: items[i]})
 	}
 	r.mu.Unlock()
+	if started {
+		r.c.Log.Warn("watchdog: the store is behind: repeated CONTINUE records of a session are folded into its latest until it catches up",
+			zap.Int("queued", r.c.CoalesceAt))
+	}
 }
+
+// coalesceLocked queues t while the queue is full: it reports whether t was
+// folded into an open slot or queued in a new one, and whether that slot is
+// the first open one. Called with r.mu held.
+func (r *Recorder[T, E]) coalesceLocked(t *T) (done, first bool) {
+	id := r.c.Lane(t)
+	if !r.c.Coalesce(t) {
+		delete(r.open, id) // the lane's later items go after t
+		return false, false
+	}
+	if b := r.open[id]; b != nil {
+		b.v = *t
+		b.n++
+		r.coalesced.Add(1)
+		return true, false
+	}
+	if r.q.end-r.q.head < r.c.CoalesceAt {
+		return false, false
+	}
+	if r.open == nil {
+		r.open = make(map[string]*box[T])
+	}
+	b := &box[T]{v: *t}
+	first = len(r.open) == 0
+	r.open[id] = b
+	r.q.push(slot[T]{v: *t, box: b})
+	return true, first
+}
+
+// Coalesced is how many items were folded into a later one (see Push).
+func (r *Recorder[T, E]) Coalesced() int64 { return r.coalesced.Load() }
 
 // Len is how many items are queued (not all recorded yet).
 func (r *Recorder[T, E]) Len() int {
@@ -168,9 +247,9 @@ func (r *Recorder[T, E]) Pending(lane string) []E {
 	var out []E
 	for i := r.q.head; i < r.q.end; i++ {
 		s := r.q.at(i)
-		if r.c.Lane(&s.v) == lane {
+		if r.c.Lane(s.item()) == lane {
 			n := len(out)
-			out = r.c.Expand(out, &s.v)
+			out = r.c.Expand(out, s.item())
 			out = append(out[:n], out[n+s.done:]...)
 		}
 	}
@@ -217,7 +296,10 @@ func (r *Recorder[T, E]) drain() {
 		}
 		r.batch, r.at = r.batch[:0], r.at[:0]
 		for ; i < r.q.end && len(r.batch) < batchLen; i++ {
-			if s := r.q.at(i); len(r.lanes) == 0 || r.ready(r.c.Lane(&s.v), now) {
+			if s := r.q.at(i); len(r.lanes) == 0 || r.ready(r.c.Lane(s.item()), now) {
+				if s.box != nil { // the drain reads v, outside the lock
+					s.v, s.taken = s.box.v, s.box.n
+				}
 				r.batch, r.at = append(r.batch, s), append(r.at, i)
 			}
 		}
@@ -256,6 +338,16 @@ func (r *Recorder[T, E]) drain() {
 			}
 		}
 		for _, p := range r.progress {
+			if s := r.q.at(p.pos); p.all && s.box != nil {
+				if s.box.n != s.taken { // a later item was folded in meanwhile
+					s.done = 0
+					r.retake = true
+					continue
+				}
+				if id := r.c.Lane(&s.v); r.open[id] == s.box {
+					delete(r.open, id)
+				}
+			}
 			if p.all {
 				// Removing a position moves only the items before it, so
 				// the later positions of the batch still hold.
@@ -269,7 +361,12 @@ func (r *Recorder[T, E]) drain() {
 	}
 	r.mu.Lock()
 	r.q.compact()
+	retake := r.retake
+	r.retake = false
 	r.mu.Unlock()
+	if retake {
+		r.Poke()
+	}
 	r.armRetry()
 }
 
@@ -465,13 +562,14 @@ func (r *Recorder[T, E]) Close(ctx context.Context, notRecorded error) error {
 	var pend []pendingEvent
 	for i := r.q.head; i < r.q.end; i++ {
 		s := r.q.at(i)
-		id := r.c.Lane(&s.v)
-		evs := r.c.Expand(nil, &s.v)
+		id := r.c.Lane(s.item())
+		evs := r.c.Expand(nil, s.item())
 		for _, e := range evs[s.done:] {
 			pend = append(pend, pendingEvent{id, e})
 		}
 	}
 	r.q = queue[slot[T]]{}
+	r.open = nil
 	lanes := r.lanes
 	if !stuck { // the last attempts start afresh; a stuck goroutine may still read lanes
 		r.lanes = make(map[string]*lane)
@@ -539,3 +637,7 @@ func (r *Recorder[T, E]) Close(ctx context.Context, notRecorded error) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Hung is how many goroutines are left in an Append that did not return
+// within the AppendTimeout.
+func (r *Recorder[T, E]) Hung() int { return int(r.abandoned.Load()) }

@@ -209,3 +209,82 @@ func TestIDsArePrefixAndSequenceAndUniqueUnderConcurrentUse(t *testing.T) {
 	wg.Wait()
 	require.Len(t, seen, 8000)
 }
+
+// While the queue is full, a lane's coalescible items fold into its latest,
+// which keeps the place of the first; any other item of the lane closes the
+// slot so the lane's order holds, and a slot the drain has taken is never
+// written again.
+func TestAFullQueueFoldsALanesRepeatedItemsIntoItsLatestKeepingTheOrder(t *testing.T) {
+	mock := clock.NewMock()
+	st := &orderStore{fail: map[string]int{"X": 1}}
+	r := newTestRecorder(st, mock)
+	r.c.Coalesce = func(t *item) bool { return strings.HasPrefix(t.evs[0].id, "c") }
+	r.c.CoalesceAt = 2
+	r.Push(one("X", "x"), one("Y", "x")) // lane x backs off after X fails: the queue stays full
+	r.drain()
+	require.Equal(t, 2, r.Len())
+
+	r.Push(one("c1", "a"), one("c2", "a"), one("c3", "a")) // folded: one slot for c3
+	r.Push(one("D", "a"))                                  // closes the slot
+	r.Push(one("c4", "a"), one("c5", "a"))                 // a new slot, after D
+	r.Push(one("c6", "b"))                                 // another lane
+	require.Equal(t, []ev{{"c3", "a"}, {"D", "a"}, {"c5", "a"}}, r.Pending("a"))
+	require.Equal(t, int64(3), r.Coalesced())
+
+	r.drain() // records lane a's and b's slots: they are closed
+	require.Equal(t, []string{"c3", "D", "c5", "c6"}, st.ids(""))
+	r.Push(one("c7", "a"))
+	require.Equal(t, []ev{{"c7", "a"}}, r.Pending("a"), "a recorded slot is never written again")
+
+	mock.Add(time.Hour)
+	r.drain()
+	require.Equal(t, []string{"c3", "D", "c5", "c6", "X", "Y", "c7"}, st.ids(""))
+	require.Equal(t, int64(3), r.Coalesced())
+}
+
+// Below the bound nothing is folded.
+func TestAQueueBelowItsBoundFoldsNothing(t *testing.T) {
+	mock := clock.NewMock()
+	st := &orderStore{}
+	r := newTestRecorder(st, mock)
+	r.c.Coalesce = func(*item) bool { return true }
+	r.c.CoalesceAt = 10
+	r.Push(one("c1", "a"), one("c2", "a"), one("c3", "a"))
+	r.drain()
+	require.Equal(t, []string{"c1", "c2", "c3"}, st.ids(""))
+	require.Zero(t, r.Coalesced())
+}
+
+// An open slot whose Append fails stays open, and one recorded while a
+// later item was folded into it stays queued for that item: nothing folded
+// is lost and the lane writes one record per drain at most.
+func TestAnOpenSlotKeepsTheItemsFoldedWhileItWasBeingAppended(t *testing.T) {
+	mock := clock.NewMock()
+	st := &orderStore{fail: map[string]int{"X": 1, "c1": 1}}
+	r := newTestRecorder(st, mock)
+	r.c.Coalesce = func(t *item) bool { return strings.HasPrefix(t.evs[0].id, "c") }
+	r.c.CoalesceAt = 1
+	r.Push(one("X", "x")) // keeps the queue full
+	r.drain()
+	r.Push(one("c1", "a"))
+	r.drain() // c1 fails: its slot stays open
+	r.Push(one("c2", "a"))
+	require.Equal(t, []ev{{"c2", "a"}}, r.Pending("a"))
+	require.Equal(t, 2, r.Len())
+
+	inner := r.c.Append
+	r.c.Append = func(ctx context.Context, evs []ev) error {
+		if evs[0].id == "c2" {
+			r.Push(one("c3", "a")) // folded while c2 is being appended
+		}
+		return inner(ctx, evs)
+	}
+	mock.Add(time.Hour)
+	r.drain()
+	require.Equal(t, []string{"X", "c2"}, st.ids(""))
+	require.Equal(t, []ev{{"c3", "a"}}, r.Pending("a"), "c3 is still queued")
+	r.drain()
+	require.Equal(t, []string{"X", "c2", "c3"}, st.ids(""))
+	require.Zero(t, r.Len())
+	require.Equal(t, int64(2), r.Coalesced())
+}
