@@ -182,7 +182,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 		}
 		backoff := actionBackoff(s.cfg.limits.SettleInterval, s.rare.failed)
 		e := s.event(KindActionFailed, now)
-		e.Rule, e.Reason, e.DecidedByDecisionID, e.Error = it.v.Rule, it.v.reason, it.v.DecisionID, err.Error()
+		e.Rule, e.Reason, e.DecidedByDecisionID, e.Error = it.v.Rule, it.v.reason, it.v.DecisionID, cleanText(err.Error())
 		e.Attempt, e.LimitSeconds = s.rare.failed, backoff.Seconds()
 		w.record(&ef, e)
 		due := toNanos(now.Add(backoff))

@@ -71,11 +71,18 @@ func layerFrom(ctx context.Context) *layer {
 // the returned func is called; if the layer's deadline fires meanwhile, its
 // event and error name that step as dying_span. Steps nest: ending one
 // restores the step around it. Outside any layer it does nothing.
+//
+// The name is free text: invalid UTF-8 and NUL bytes become U+FFFD in the
+// record, and a name longer than 4,096 bytes is cut.
 func Step(ctx context.Context, name string) (end func()) {
+	if ctx == nil {
+		return func() {}
+	}
 	l := layerFrom(ctx)
 	if l == nil {
 		return func() {}
 	}
+	name = cleanText(name)
 	p := &name
 	prev := l.step.Swap(p)
 	return func() { l.step.CompareAndSwap(p, prev) }
@@ -121,6 +128,9 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 		case LayerIteration:
 			budget = s.cfg.policy.IterationBudget
 		}
+	}
+	if err := checkName(string(kind)+" name", name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	switch {
 	case fn == nil:

@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // aggregateType is the aggregate_type of every event the Watchdog records.
@@ -183,7 +182,11 @@ type Event struct {
 	// Extra holds the JSON fields of a decoded event that this version does
 	// not know (written by a newer version or another tool). They are kept
 	// and written back by MarshalJSON, so a store that round-trips events
-	// through JSON loses nothing. A key that names a known field is ignored.
+	// through JSON loses nothing. A key must not name a field of the
+	// contract, even in another case (JSON decoders such as Go's match
+	// keys without regard to case, so EVENT_ID would override event_id):
+	// Validate and MarshalJSON refuse such a key, and UnmarshalJSON refuses
+	// an object that has one.
 	Extra map[string]json.RawMessage `json:"-"`
 }
 
@@ -245,6 +248,20 @@ var knownEventKeys = func() map[string]bool {
 	return keys
 }()
 
+// eventKeyLike returns the field of the contract that k names without
+// regard to case (as JSON decoders such as Go's match keys), or "".
+func eventKeyLike(k string) string {
+	if knownEventKeys[k] {
+		return k
+	}
+	for known := range knownEventKeys {
+		if strings.EqualFold(k, known) {
+			return known
+		}
+	}
+	return ""
+}
+
 // verdictLabel is the contract's verdict field of an event of kind: CONTINUE
 // on a verdict the session outlives, HARD_STOP on a decision to end it (or
 // a RunPhase attempt) and on the cancel that does.
@@ -278,9 +295,10 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	}
 	keys := make([]string, 0, len(e.Extra))
 	for k := range e.Extra {
-		if !knownEventKeys[k] {
-			keys = append(keys, k)
+		if known := eventKeyLike(k); known != "" {
+			return nil, fmt.Errorf("watchdog: event %s: extra field %q collides with the field %q", e.ID, k, known)
 		}
+		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	buf := bytes.NewBuffer(b[:len(b)-1]) // drop the closing brace
@@ -322,6 +340,8 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	for k := range all {
 		if knownEventKeys[k] {
 			delete(all, k)
+		} else if known := eventKeyLike(k); known != "" {
+			return fmt.Errorf("%w: key %q differs from the field %q only in case", ErrInvalidEvent, k, known)
 		}
 	}
 	if len(all) == 0 {
@@ -337,25 +357,59 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 func (e Event) Terminal() bool { return e.Kind == KindStop || e.Kind == KindCancel }
 
 // Validate reports what makes e unusable for a store, wrapped in
-// ErrInvalidEvent: an empty or non-UTF-8 event_id, aggregate_id or
-// event_kind, or a window below 1. Stores call it in Append.
+// ErrInvalidEvent, so that a store accepts exactly what the Watchdog can
+// write: an event_id, aggregate_id or event_kind that is empty, longer than
+// 1,024 bytes, not valid UTF-8 or holding a NUL byte; any other text field
+// (an evidence channel's name included) that is not valid UTF-8 or holds a
+// NUL byte; a window below 1; a number that is NaN or infinite; an invalid
+// policy; an Extra key that collides with a field (see Extra) or a value
+// holding a NUL character. Stores call it in Append.
 func (e Event) Validate() error {
-	for _, f := range [...]struct{ name, v string }{{"event_id", e.ID}, {"aggregate_id", e.AggregateID}, {"event_kind", e.Kind}} {
-		if !utf8.ValidString(f.v) {
-			return fmt.Errorf("%w: event %q: %s is not valid UTF-8", ErrInvalidEvent, e.ID, f.name)
-		}
+	if err := checkName("event_id", e.ID); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
-	switch {
-	case e.ID == "":
-		return fmt.Errorf("%w: empty event_id", ErrInvalidEvent)
-	case e.AggregateID == "":
-		return fmt.Errorf("%w: event %s: empty aggregate_id", ErrInvalidEvent, e.ID)
-	case e.Kind == "":
-		return fmt.Errorf("%w: event %s: empty event_kind", ErrInvalidEvent, e.ID)
-	case e.Window < 1:
-		return fmt.Errorf("%w: event %s: window %d, want >= 1", ErrInvalidEvent, e.ID, e.Window)
+	if err := e.validate(); err != nil {
+		return fmt.Errorf("%w: event %s: %w", ErrInvalidEvent, quoteShort(e.ID), err)
 	}
 	return nil
+}
+
+func (e *Event) validate() error {
+	for _, f := range [...]struct{ name, v string }{{"aggregate_id", e.AggregateID}, {"event_kind", e.Kind}} {
+		if err := checkName(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if e.Window < 1 {
+		return fmt.Errorf("window %d, want >= 1", e.Window)
+	}
+	for _, f := range [...]struct{ name, v string }{{"reason", e.Reason}, {"rule", e.Rule}, {"mode", string(e.Mode)},
+		{"decided_by_decision_id", e.DecidedByDecisionID}, {"active_channel", e.ActiveChannel}, {"error", e.Error},
+		{"handler", e.Handler}, {"layer", e.Layer}, {"dying_span", e.DyingSpan}} {
+		if err := checkText(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	for _, en := range e.EvidenceSummary {
+		if err := checkText("evidence channel", en.Channel); err != nil {
+			return err
+		}
+	}
+	for _, f := range [...]struct {
+		name string
+		v    float64
+	}{{"elapsed_seconds", e.ElapsedSeconds}, {"configured_budget_seconds", e.ConfiguredBudgetSeconds},
+		{"measure_seconds", e.MeasureSeconds}, {"limit_seconds", e.LimitSeconds}, {"children_wait_seconds", e.ChildrenWaitSeconds}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("%s is %v", f.name, f.v)
+		}
+	}
+	if e.Policy != nil {
+		if err := e.Policy.Validate(); err != nil {
+			return err
+		}
+	}
+	return checkExtra(e.Extra)
 }
 
 // EventStore records events. Implementations must be safe for concurrent use.
@@ -398,8 +452,11 @@ func Follow(parent context.Context, store EventStore, sessionID string) (context
 	if parent == nil {
 		return nil, nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	if sessionID == "" {
-		return nil, nil, fmt.Errorf("%w: empty session id", ErrInvalidArgument)
+	if err := checkName("session id", sessionID); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	if store == nil {
+		return nil, nil, fmt.Errorf("%w: follow %q: nil store", ErrInvalidArgument, sessionID)
 	}
 	sub, ok := store.(Subscriber)
 	if !ok {

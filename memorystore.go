@@ -40,6 +40,9 @@ func NewMemoryStore() *MemoryStore {
 
 // Append implements EventStore.
 func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -91,6 +94,9 @@ func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
 
 // Load implements EventStore. The returned slice is the caller's.
 func (m *MemoryStore) Load(ctx context.Context, aggregateID string) ([]Event, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -127,6 +133,9 @@ func (m *MemoryStore) add(e Event) uint32 {
 // Subscribe implements Subscriber. Each subscription runs one goroutine that
 // ends, and closes the channel, when ctx ends.
 func (m *MemoryStore) Subscribe(ctx context.Context, aggregateID string) (<-chan Event, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -77,7 +77,9 @@ func WithAction(a func(ctx context.Context, s *Session, v *VerdictError) error) 
 // test driving the Watchdog from a seed gets a byte-identical log every run.
 // Default: a random 12-hex-digit prefix per Watchdog. Never give two
 // Watchdogs that share a store the same prefix: stores treat a repeated id
-// as a retry and would drop the second event.
+// as a retry and would drop the second event. A prefix longer than 256
+// bytes, not valid UTF-8 or holding a NUL byte cannot make ids a store
+// keeps: it is ignored (the default is used) and logged at error level.
 func WithEventIDPrefix(prefix string) Option {
 	return func(c *config) { c.idPrefix = prefix }
 }

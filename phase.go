@@ -37,6 +37,12 @@ const (
 // failure when the retries ran out, the session's cause (a *VerdictError,
 // ErrSessionStopped, ...) when the session ended, or fn's own error.
 func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx context.Context, attempt int) (partial T, err error)) (partial T, attempts int, err error) {
+	if s == nil {
+		return partial, 0, fmt.Errorf("%w: phase %q: nil session", ErrInvalidArgument, name)
+	}
+	if err := checkName("phase name", name); err != nil {
+		return partial, 0, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
 	if fn == nil {
 		return partial, 0, fmt.Errorf("%w: phase %q: nil function", ErrInvalidArgument, name)
 	}

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
@@ -53,8 +55,11 @@ const maxChannels = 16
 // Validate reports bad values. A Policy is passed by value to Start, Resume
 // and Run; the Watchdog keeps its own resolved copy.
 //
-// Durations are seconds in JSON (fractions allowed). A negative duration is
-// invalid, except EvidenceTTL's Off.
+// Durations are decimal seconds in JSON (fractions allowed), read and
+// written exactly: every duration round-trips to the nanosecond, and a value
+// that is not a whole number of nanoseconds (1e-10) or does not fit a
+// time.Duration is refused. A negative duration is invalid, except
+// EvidenceTTL's Off.
 type Policy struct {
 	// WallClock is the budget of one window of the session, measured from
 	// the window's start (the session's start for window 1, the resume
@@ -123,7 +128,9 @@ type Policy struct {
 
 	// Channels names evidence channels beyond the four built-in ones
 	// (stdout, mcp_tool, subagent, workspace). Session.Channel maps a name
-	// to its Channel. JSON: evidence_channels.
+	// to its Channel. Like every name (see Watchdog.Start), a channel's is 1
+	// to 1,024 bytes of valid UTF-8 without a NUL byte. JSON:
+	// evidence_channels.
 	Channels []string
 
 	// PhaseBudgets declares per-phase budgets, phase name to budget, used
@@ -157,24 +164,24 @@ type Policy struct {
 }
 
 type policyJSON struct {
-	WallClock       float64            `json:"session_wall_clock_seconds,omitempty"`
-	SessionCeiling  float64            `json:"session_ceiling_seconds,omitempty"`
-	ChildrenWait    float64            `json:"children_wait_ceiling_seconds,omitempty"`
-	IdleWindow      float64            `json:"no_output_deadline_seconds,omitempty"`
-	EvidenceTTL     *float64           `json:"agent_idle_activity_evidence_ttl_seconds,omitempty"`
-	StartupGrace    float64            `json:"startup_grace_seconds,omitempty"`
-	MaxIdleDeferral float64            `json:"max_idle_deferral_seconds,omitempty"`
-	SettleChecks    int                `json:"settle_checks,omitempty"`
-	SettleInterval  float64            `json:"settle_interval_seconds,omitempty"`
-	Mode            Mode               `json:"mode,omitempty"`
-	RuleModes       map[string]Mode    `json:"rule_modes,omitempty"`
-	Channels        []string           `json:"evidence_channels,omitempty"`
-	PhaseBudgets    map[string]float64 `json:"phase_budgets_seconds,omitempty"`
-	IterationBudget float64            `json:"iteration_budget_seconds,omitempty"`
-	HandlerGrace    float64            `json:"handler_grace_seconds,omitempty"`
-	RecoveryBudget  int                `json:"recovery_budget,omitempty"`
-	RecoveryBackoff float64            `json:"recovery_backoff_seconds,omitempty"`
-	LivenessRules   []string           `json:"liveness_rules,omitempty"`
+	WallClock       json.Number            `json:"session_wall_clock_seconds,omitempty"`
+	SessionCeiling  json.Number            `json:"session_ceiling_seconds,omitempty"`
+	ChildrenWait    json.Number            `json:"children_wait_ceiling_seconds,omitempty"`
+	IdleWindow      json.Number            `json:"no_output_deadline_seconds,omitempty"`
+	EvidenceTTL     *json.Number           `json:"agent_idle_activity_evidence_ttl_seconds,omitempty"`
+	StartupGrace    json.Number            `json:"startup_grace_seconds,omitempty"`
+	MaxIdleDeferral json.Number            `json:"max_idle_deferral_seconds,omitempty"`
+	SettleChecks    int                    `json:"settle_checks,omitempty"`
+	SettleInterval  json.Number            `json:"settle_interval_seconds,omitempty"`
+	Mode            Mode                   `json:"mode,omitempty"`
+	RuleModes       map[string]Mode        `json:"rule_modes,omitempty"`
+	Channels        []string               `json:"evidence_channels,omitempty"`
+	PhaseBudgets    map[string]json.Number `json:"phase_budgets_seconds,omitempty"`
+	IterationBudget json.Number            `json:"iteration_budget_seconds,omitempty"`
+	HandlerGrace    json.Number            `json:"handler_grace_seconds,omitempty"`
+	RecoveryBudget  int                    `json:"recovery_budget,omitempty"`
+	RecoveryBackoff json.Number            `json:"recovery_backoff_seconds,omitempty"`
+	LivenessRules   []string               `json:"liveness_rules,omitempty"`
 }
 
 // durationKnob is one of Policy's plain duration fields beside its JSON
@@ -182,7 +189,7 @@ type policyJSON struct {
 type durationKnob struct {
 	key string
 	d   *time.Duration
-	s   *float64
+	s   *json.Number
 }
 
 // durations pairs p's plain duration fields with j's, by knob: the one list
@@ -208,29 +215,33 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 	j := policyJSON{SettleChecks: p.SettleChecks, Mode: p.Mode, RuleModes: p.RuleModes, Channels: p.Channels,
 		RecoveryBudget: p.RecoveryBudget, LivenessRules: p.LivenessRules}
 	for _, f := range j.durations(&p) {
-		*f.s = f.d.Seconds()
+		if *f.d != 0 {
+			*f.s = formatSeconds(*f.d)
+		}
 	}
 	if len(p.PhaseBudgets) > 0 {
-		j.PhaseBudgets = make(map[string]float64, len(p.PhaseBudgets))
+		j.PhaseBudgets = make(map[string]json.Number, len(p.PhaseBudgets))
 		for k, v := range p.PhaseBudgets {
-			j.PhaseBudgets[k] = v.Seconds()
+			j.PhaseBudgets[k] = formatSeconds(v)
 		}
 	}
 	switch {
 	case p.EvidenceTTL == Off:
-		off := -1.0
+		off := json.Number("-1")
 		j.EvidenceTTL = &off
 	case p.EvidenceTTL != 0:
-		ttl := p.EvidenceTTL.Seconds()
+		ttl := formatSeconds(p.EvidenceTTL)
 		j.EvidenceTTL = &ttl
 	}
 	return json.Marshal(j)
 }
 
-// UnmarshalJSON decodes the seeds' knob names. Unknown fields and durations
-// that overflow time.Duration are errors naming the field. An evidence TTL
-// of -1 means Off, and so does 0, as older versions wrote it. It does not
-// validate; call Validate (Start and Resume do).
+// UnmarshalJSON decodes the seeds' knob names. Durations are read exactly,
+// as decimal seconds: a value that is not a whole number of nanoseconds
+// (1e-10) or that overflows time.Duration is an error naming the field,
+// never rounded into another meaning. Unknown fields are errors too. An
+// evidence TTL of -1 means Off, and so does 0, as older versions wrote it.
+// It does not validate; call Validate (Start and Resume do).
 func (p *Policy) UnmarshalJSON(b []byte) error {
 	var j policyJSON
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -240,43 +251,101 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	}
 	q := Policy{SettleChecks: j.SettleChecks, Mode: j.Mode, RuleModes: j.RuleModes, Channels: j.Channels,
 		RecoveryBudget: j.RecoveryBudget, LivenessRules: j.LivenessRules}
+	var err error
 	for _, f := range j.durations(&q) {
-		d, err := secondsToDuration(f.key, *f.s)
-		if err != nil {
+		if *f.d, err = parseSeconds(f.key, *f.s); err != nil {
 			return err
 		}
-		*f.d = d
 	}
 	if ttl := j.EvidenceTTL; ttl != nil {
-		d, err := secondsToDuration("agent_idle_activity_evidence_ttl_seconds", *ttl)
-		if err != nil {
+		if q.EvidenceTTL, err = parseSeconds("agent_idle_activity_evidence_ttl_seconds", *ttl); err != nil {
 			return err
 		}
-		if *ttl == 0 || *ttl == -1 {
-			d = Off
+		if q.EvidenceTTL == 0 || q.EvidenceTTL == -time.Second {
+			q.EvidenceTTL = Off
 		}
-		q.EvidenceTTL = d
 	}
 	if len(j.PhaseBudgets) > 0 {
 		q.PhaseBudgets = make(map[string]time.Duration, len(j.PhaseBudgets))
 		for k, v := range j.PhaseBudgets {
-			d, err := secondsToDuration("phase_budgets_seconds["+k+"]", v)
-			if err != nil {
+			if q.PhaseBudgets[k], err = parseSeconds("phase_budgets_seconds["+k+"]", v); err != nil {
 				return err
 			}
-			q.PhaseBudgets[k] = d
 		}
 	}
 	*p = q
 	return nil
 }
 
-func secondsToDuration(field string, s float64) (time.Duration, error) {
-	ns := s * float64(time.Second)
-	if math.IsNaN(ns) || ns >= math.MaxInt64 || ns <= math.MinInt64 {
-		return 0, fmt.Errorf("%w: %s = %v overflows a duration", ErrInvalidPolicy, field, s)
+// formatSeconds writes d as exact decimal seconds: 1.5, 0.000000001,
+// 9223372036.854775807.
+func formatSeconds(d time.Duration) json.Number {
+	neg := d < 0
+	u := uint64(d) // two's complement: -d below, without overflow at MinInt64
+	if neg {
+		u = -u
 	}
-	return time.Duration(ns), nil
+	b := strconv.AppendUint(nil, u/1e9, 10)
+	if frac := u % 1e9; frac != 0 {
+		f := strconv.AppendUint(nil, 1e9+frac, 10)[1:] // nine digits, leading zeros kept
+		b = append(append(b, '.'), bytes.TrimRight(f, "0")...)
+	}
+	if neg {
+		b = append([]byte{'-'}, b...)
+	}
+	return json.Number(b)
+}
+
+// parseSeconds reads a JSON number of seconds exactly into a duration. A
+// value that is not a whole number of nanoseconds or does not fit a
+// time.Duration is an error naming field.
+func parseSeconds(field string, n json.Number) (time.Duration, error) {
+	if n == "" {
+		return 0, nil
+	}
+	bad := func(why string) (time.Duration, error) {
+		return 0, fmt.Errorf("%w: %s = %s %s", ErrInvalidPolicy, field, quoteShort(string(n)), why)
+	}
+	s := string(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	mant, exp, _ := strings.Cut(strings.ToLower(s), "e")
+	ip, fp, _ := strings.Cut(mant, ".")
+	e := 0
+	if exp != "" {
+		// No document has 10^15 digits to make up for a larger exponent.
+		x, err := strconv.ParseInt(exp, 10, 64)
+		switch {
+		case (err != nil || x < -1e15) && strings.HasPrefix(exp, "-"):
+			e = -1e15
+		case err != nil || x > 1e15:
+			e = 1e15
+		default:
+			e = int(x)
+		}
+	}
+	digits := strings.TrimLeft(ip+fp, "0")
+	if digits == "" {
+		return 0, nil
+	}
+	// The value is digits * 10^scale nanoseconds.
+	scale := e - len(fp) + 9
+	digits, trailing := strings.TrimRight(digits, "0"), len(digits)-len(strings.TrimRight(digits, "0"))
+	scale += trailing
+	if scale < 0 {
+		return bad("is not a whole number of nanoseconds")
+	}
+	if len(digits)+scale > 19 {
+		return bad("does not fit a duration (at most about 292 years)")
+	}
+	u, err := strconv.ParseUint(digits+strings.Repeat("0", scale), 10, 64)
+	if err != nil || u > math.MaxInt64 {
+		return bad("does not fit a duration (at most about 292 years)")
+	}
+	if neg {
+		return -time.Duration(u), nil
+	}
+	return time.Duration(u), nil
 }
 
 // Validate reports the first invalid field of p, wrapped in ErrInvalidPolicy
@@ -292,6 +361,9 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("%w: agent_idle_activity_evidence_ttl_seconds = %v must not be negative (use Off to turn deferral off)", ErrInvalidPolicy, p.EvidenceTTL.Seconds())
 	}
 	for name, d := range p.PhaseBudgets {
+		if err := checkName("phase name", name); err != nil {
+			return fmt.Errorf("%w: phase_budgets_seconds: %w", ErrInvalidPolicy, err)
+		}
 		if d < 0 {
 			return fmt.Errorf("%w: phase_budgets_seconds[%s] = %v must not be negative", ErrInvalidPolicy, name, d.Seconds())
 		}
@@ -304,6 +376,9 @@ func (p Policy) Validate() error {
 	}
 	user := map[string]bool{}
 	for _, r := range p.LivenessRules {
+		if err := checkName("rule name", r); err != nil {
+			return fmt.Errorf("%w: liveness_rules: %w", ErrInvalidPolicy, err)
+		}
 		if _, builtin := ruleByName[r]; builtin || r == "" || user[r] {
 			return fmt.Errorf("%w: liveness_rules: %q is empty, built in or declared twice", ErrInvalidPolicy, r)
 		}
@@ -326,8 +401,8 @@ func (p Policy) Validate() error {
 		seen[name] = true
 	}
 	for _, name := range p.Channels {
-		if name == "" {
-			return fmt.Errorf("%w: evidence_channels: empty channel name", ErrInvalidPolicy)
+		if err := checkName("channel name", name); err != nil {
+			return fmt.Errorf("%w: evidence_channels: %w", ErrInvalidPolicy, err)
 		}
 		if seen[name] {
 			return fmt.Errorf("%w: evidence_channels: channel %q declared twice (or is built in)", ErrInvalidPolicy, name)

@@ -5,6 +5,7 @@ package watchdog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +41,11 @@ import (
 // which the library does not set up, would stop them). Outside Linux a
 // command outlives an orchestrator that is killed.
 func Command(ctx context.Context, grace time.Duration, name string, arg ...string) *exec.Cmd {
+	if ctx == nil {
+		cmd := exec.Command(name, arg...)
+		cmd.Err = fmt.Errorf("%w: Command %q: nil context", ErrInvalidArgument, name)
+		return cmd
+	}
 	if grace <= 0 {
 		grace = defaultHandlerGrace
 	}
@@ -98,7 +104,7 @@ func Command(ctx context.Context, grace time.Duration, name string, arg ...strin
 func (s *Session) recordProcessKill(name string, grace time.Duration, alive int) {
 	w := s.w
 	e := s.event(KindProcessKilled, w.now())
-	e.Handler, e.Reason, e.LimitSeconds, e.ProcessesAlive = name, "sigterm", grace.Seconds(), alive
+	e.Handler, e.Reason, e.LimitSeconds, e.ProcessesAlive = cleanText(name), "sigterm", grace.Seconds(), alive
 	if alive > 0 {
 		e.Reason = "sigkill"
 	}

@@ -120,6 +120,11 @@ func New(opts ...Option) *Watchdog {
 	if rt == nil {
 		c.clock = &guardedClock{c: c.clock, uf: uf}
 	}
+	if c.idPrefix != "" && (len(c.idPrefix) > 256 || checkText("event id prefix", c.idPrefix) != nil) {
+		c.log.Error("watchdog: WithEventIDPrefix: the prefix cannot make storable ids; using a random one",
+			zap.String("prefix", quoteShort(c.idPrefix)))
+		c.idPrefix = ""
+	}
 	if c.idPrefix == "" {
 		var b [6]byte
 		_, _ = rand.Read(b[:])
@@ -206,8 +211,8 @@ func validateStart(ctx context.Context, id string, p Policy) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	if id == "" {
-		return fmt.Errorf("%w: empty session id", ErrInvalidArgument)
+	if err := checkName("session id", id); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	return p.Validate()
 }
@@ -217,10 +222,15 @@ func validateStart(ctx context.Context, id string, p Policy) error {
 // event. The session's context derives from ctx. The scheduler is armed for
 // the session's deadline before Start returns.
 //
+// A session id, like every name the Watchdog records (channels, rules,
+// phases, handlers), is 1 to 1,024 bytes of valid UTF-8 without a NUL byte:
+// what every bundled store can keep and index.
+//
 // Start does not read the store: use it for a session id the store has no
 // history for, and Resume for one it has. It returns ErrAlreadyWatched for an
 // id this Watchdog already watches, ErrClosed after Close, an error
-// wrapping ErrInvalidArgument or ErrInvalidPolicy for bad input, and, while
+// wrapping ErrInvalidArgument or ErrInvalidPolicy for bad input (naming
+// the value), and, while
 // more than 262,144 events wait for a slow or failing store, an error
 // wrapping ErrNotRecorded (back-pressure: retry once the store catches up;
 // the sessions already watched keep their verdicts).
@@ -370,6 +380,9 @@ type sessionKey struct{}
 // FromContext returns the Session whose context ctx is or derives from, or
 // nil. Handlers use it to record evidence without plumbing the Session.
 func FromContext(ctx context.Context) *Session {
+	if ctx == nil {
+		return nil
+	}
 	s, _ := ctx.Value(sessionKey{}).(*Session)
 	return s
 }
@@ -450,6 +463,9 @@ func (w *Watchdog) Run(ctx context.Context, id string, p Policy, fn func(ctx con
 // *clock.Mock, then call Check; late or duplicate timer callbacks from the
 // mock are harmless. Check returns ErrClosed after Close, or ctx's error.
 func (w *Watchdog) Check(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
 	for _, f := range []func(context.Context) error{
 		func(ctx context.Context) error { return record.RoundTrip(ctx, w.checkCh, w.done) },
 		w.act.Barrier,

@@ -1,0 +1,164 @@
+package watchdog_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// Ids no store can keep are refused at Start and Resume, with an error
+// naming the value: invalid UTF-8, a NUL byte, more than 1,024 bytes. The
+// longest id accepted is recorded.
+func TestStartAndResumeRefuseAnIDNoStoreCanKeep(t *testing.T) {
+	w := newWatchdog(t, newMock(), watchdog.NewMemoryStore())
+	for name, id := range map[string]string{
+		"invalid UTF-8": "agent-\xff",
+		"NUL":           "agent\x00",
+		"too long":      strings.Repeat("a", 1025),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := w.Start(context.Background(), id, t0, watchdog.Policy{})
+			require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
+			assert.ErrorContains(t, err, "session id")
+			_, err = w.Resume(context.Background(), id, watchdog.Policy{})
+			require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
+		})
+	}
+	long := strings.Repeat("é", 512) // 1,024 bytes
+	_, err := w.Start(context.Background(), long, t0, watchdog.Policy{})
+	require.NoError(t, err)
+	require.NoError(t, w.Check(context.Background()))
+	assert.Equal(t, []string{watchdog.KindStart}, kinds(load(t, w.Store().(*watchdog.MemoryStore), long)))
+}
+
+// Names the Watchdog records are checked like ids: channel names (two that
+// differ only in invalid bytes would collapse to one in JSON), rule and
+// phase names in the policy, handler and phase names at the call.
+func TestNamesNoStoreCanKeepAreRefused(t *testing.T) {
+	for name, p := range map[string]watchdog.Policy{
+		"channels differing in invalid bytes": {Channels: []string{"build\xff", "build\xfe"}},
+		"channel with NUL":                    {Channels: []string{"a\x00b"}},
+		"long liveness rule":                  {LivenessRules: []string{strings.Repeat("r", 1025)}},
+		"phase name not UTF-8":                {PhaseBudgets: map[string]time.Duration{"\xc3": time.Second}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.ErrorIs(t, p.Validate(), watchdog.ErrInvalidPolicy)
+		})
+	}
+	w := newWatchdog(t, newMock(), watchdog.NewMemoryStore())
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
+	require.NoError(t, err)
+	err = watchdog.Call(s.Context(), "tool\xff", time.Second, func(context.Context) error { return nil })
+	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "handler name")
+	_, _, err = watchdog.RunPhase(s, "", 0, func(context.Context, int) (int, error) { return 0, nil })
+	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
+}
+
+// Free text from user code (an action's error, a step's name) is made
+// storable instead of refused: invalid bytes become U+FFFD, so the event is
+// recorded, passes Validate and reads back the same.
+func TestFreeTextFromUserCodeIsRecordedAsValidText(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store, watchdog.WithAction(func(context.Context, *watchdog.Session, *watchdog.VerdictError) error {
+		return errors.New("denied\x00\xff")
+	}))
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: time.Second})
+	require.NoError(t, err)
+	advance(t, mock, time.Second+1, w)
+	f := ofKind(load(t, store, "s"), watchdog.KindActionFailed)
+	require.Len(t, f, 1)
+	assert.Equal(t, "denied\x00\uFFFD", f[0].Error)
+	require.NoError(t, s.Stop())
+}
+
+// Event.Validate refuses what a store could not keep or read back the same:
+// ids beyond the limit, text that is not UTF-8 in any field, numbers JSON
+// cannot hold, an Extra key colliding with a field, an invalid policy.
+func TestEventValidateRefusesWhatAStoreCouldNotKeep(t *testing.T) {
+	base := watchdog.Event{ID: "e1", AggregateID: "s", Kind: watchdog.KindStart, Window: 1}
+	require.NoError(t, base.Validate())
+	for name, mut := range map[string]func(e *watchdog.Event){
+		"long id":           func(e *watchdog.Event) { e.AggregateID = strings.Repeat("a", 1025) },
+		"reason not UTF-8":  func(e *watchdog.Event) { e.Reason = "\xff" },
+		"error not UTF-8":   func(e *watchdog.Event) { e.Error = "a\xc3" },
+		"kind with NUL":     func(e *watchdog.Event) { e.Kind = "k\x00" },
+		"channel not UTF-8": func(e *watchdog.Event) { e.EvidenceSummary = []watchdog.EvidenceEntry{{Channel: "\xff"}} },
+		"NaN":               func(e *watchdog.Event) { e.ElapsedSeconds = math.NaN() },
+		"infinity":          func(e *watchdog.Event) { e.MeasureSeconds = math.Inf(1) },
+		"extra EVENT_ID":    func(e *watchdog.Event) { e.Extra = map[string]json.RawMessage{"EVENT_ID": json.RawMessage(`"x"`)} },
+		"extra event_id":    func(e *watchdog.Event) { e.Extra = map[string]json.RawMessage{"event_id": json.RawMessage(`"x"`)} },
+		"invalid policy":    func(e *watchdog.Event) { e.Policy = &watchdog.Policy{SettleChecks: -1} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := base
+			mut(&e)
+			require.ErrorIs(t, e.Validate(), watchdog.ErrInvalidEvent)
+		})
+	}
+	e := base
+	e.Error, e.Extra = "a\x00b", map[string]json.RawMessage{"note": json.RawMessage(`"a\u0000"`)}
+	require.NoError(t, e.Validate(), "JSON carries a NUL in text; only ids are text columns")
+}
+
+// An Extra key that differs from a field only in case would override that
+// field when decoded again (Go's JSON decoder ignores case): MarshalJSON
+// refuses it, and a line carrying one does not decode, so a log can never
+// hand back another session's event under this one's id.
+func TestAnExtraKeyThatCollidesWithAFieldNeverOverridesIt(t *testing.T) {
+	e := watchdog.Event{ID: "e1", AggregateID: "s", Kind: watchdog.KindStart, Window: 1,
+		Extra: map[string]json.RawMessage{"AGGREGATE_ID": json.RawMessage(`"other"`)}}
+	_, err := json.Marshal(e)
+	require.ErrorContains(t, err, `collides with the field "aggregate_id"`)
+
+	var got watchdog.Event
+	err = json.Unmarshal([]byte(`{"event_id":"e1","aggregate_id":"s","event_kind":"runtime.watchdog.start","window":1,"Window":7}`), &got)
+	require.ErrorIs(t, err, watchdog.ErrInvalidEvent)
+	assert.ErrorContains(t, err, `"Window" differs from the field "window" only in case`)
+
+	require.NoError(t, json.Unmarshal([]byte(`{"event_id":"e1","aggregate_id":"s","event_kind":"k","window":1,"note":1}`), &got))
+	assert.Equal(t, json.RawMessage(`1`), got.Extra["note"], "unknown keys are still kept")
+}
+
+// Policy durations in JSON are exact: what is written is what is read, to
+// the nanosecond, and a value that cannot be represented is refused, never
+// rounded into another meaning (a tiny negative becoming the default, a
+// tiny TTL becoming Off).
+func TestPolicyJSONDurationsRoundTripExactlyOrAreRefused(t *testing.T) {
+	for _, d := range []time.Duration{time.Nanosecond, 1500 * time.Millisecond, 104*24*time.Hour + time.Nanosecond,
+		math.MaxInt64, 3*time.Second + 7} {
+		p := watchdog.Policy{WallClock: d, PhaseBudgets: map[string]time.Duration{"plan": d}, EvidenceTTL: d}
+		b, err := json.Marshal(p)
+		require.NoError(t, err)
+		var q watchdog.Policy
+		require.NoError(t, json.Unmarshal(b, &q), "%s", b)
+		assert.Equal(t, d, q.WallClock, "%s", b)
+		assert.Equal(t, d, q.PhaseBudgets["plan"])
+		assert.Equal(t, d, q.EvidenceTTL)
+	}
+	for text, want := range map[string]time.Duration{`1.5`: 1500 * time.Millisecond, `15e-1`: 1500 * time.Millisecond,
+		`0.000000001`: 1, `1E2`: 100 * time.Second, `0`: 0, `9223372036.854775807`: math.MaxInt64} {
+		var q watchdog.Policy
+		require.NoError(t, json.Unmarshal([]byte(`{"session_wall_clock_seconds":`+text+`}`), &q), text)
+		assert.Equal(t, want, q.WallClock, text)
+	}
+	for _, text := range []string{`-1e-10`, `1e-10`, `0.0000000005`, `9223372036.854775808`, `1e300`, `1e-99999999999999999999`,
+		`1` + strings.Repeat("0", 1000) + `e-5000`} {
+		for _, knob := range []string{"session_wall_clock_seconds", "agent_idle_activity_evidence_ttl_seconds"} {
+			var q watchdog.Policy
+			err := json.Unmarshal([]byte(`{"`+knob+`":`+text+`}`), &q)
+			require.ErrorIs(t, err, watchdog.ErrInvalidPolicy, "%s = %s", knob, text)
+			assert.ErrorContains(t, err, knob)
+		}
+	}
+}
