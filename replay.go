@@ -3,6 +3,7 @@ package watchdog
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
@@ -37,10 +38,15 @@ func (m Mismatch) String() string {
 // count), and the session's policy is recorded on its start and resume
 // events; Replay feeds them to the same pure decision the Watchdog uses, at
 // the event's occurred_at, and compares the verdict, rule, active channel,
-// settle count and measure. It also checks that every outcome (cancel,
-// superseded, action_failed, attempt_cancelled) links a decision of its
-// session, and that deadline and wait-timeout events fired at or after their
-// limit. The error is for a log Replay cannot read (a verdict of a session
+// settle count and measure. It also checks the decision-first chain: every
+// outcome (cancel, superseded, action_failed, attempt_cancelled) links an
+// act decision of its session and window; a cancel of a session whose policy
+// the log recorded (one the Watchdog wrote) links one at all; and every act
+// decision is followed by an outcome linking it or by the end of its window
+// (a stop, or a cancel that overtook it), so a decision whose action never
+// ran or whose outcome was lost is reported, as is one the log ends
+// before. Deadline and wait-timeout events must have fired at or after
+// their limit. The error is for a log Replay cannot read (a verdict of a session
 // whose policy was never recorded is a Mismatch, not an error).
 func Replay(events []Event) ([]Mismatch, error) {
 	type key struct {
@@ -51,6 +57,8 @@ func Replay(events []Event) ([]Mismatch, error) {
 	channels := map[string][]string{}
 	advised := map[key]decide.RuleSet{}
 	decisions := map[string]Event{}
+	open := map[key][]int{} // per window, the act decisions no outcome links yet, by index in events
+	linked := map[string]bool{}
 	var out []Mismatch
 	bad := func(e Event, recorded, derived string) {
 		out = append(out, Mismatch{Event: e, Recorded: recorded, Derived: derived})
@@ -78,6 +86,9 @@ func Replay(events []Event) ([]Mismatch, error) {
 				// made the count what it says.
 				if e.Kind == KindDecision {
 					decisions[e.ID] = e
+					if e.Mode != ModeShadow {
+						open[k] = append(open[k], i)
+					}
 				}
 				checks := e.SettleChecks
 				if ok {
@@ -121,6 +132,8 @@ func Replay(events []Event) ([]Mismatch, error) {
 			action := "act"
 			if e.Mode == ModeShadow {
 				action = "shadow"
+			} else {
+				open[k] = append(open[k], i)
 			}
 			want := fmt.Sprintf("HARD_STOP %s rule=%s measure=%.9f", action, e.Rule, e.MeasureSeconds)
 			if got != want {
@@ -132,9 +145,17 @@ func Replay(events []Event) ([]Mismatch, error) {
 				}
 			}
 		case KindCancel, KindSuperseded, KindActionFailed, KindAttemptCancelled:
+			if e.Kind == KindCancel {
+				delete(open, k) // the window is over: a decision it outran needs no outcome
+			}
 			if e.Kind == KindCancel && e.DecidedByDecisionID == "" {
+				if _, ours := policies[e.AggregateID]; ours {
+					// The Watchdog records every decision before acting.
+					bad(e, "a cancel with no decided_by_decision_id", "a cancel linked to its decision")
+				}
 				continue // a stop-like cancel written by another tool: nothing to check
 			}
+			linked[e.DecidedByDecisionID] = true
 			d, ok := decisions[e.DecidedByDecisionID]
 			switch {
 			case !ok:
@@ -145,11 +166,28 @@ func Replay(events []Event) ([]Mismatch, error) {
 			case d.Mode == ModeShadow:
 				bad(e, "an outcome", "a shadow decision, which never acts")
 			}
+		case KindStop:
+			delete(open, k)
 		case KindHandlerDeadline, KindWaitTimeout:
 			if !decide.Expired(time.Time{}, secondsDuration(e.LimitSeconds), time.Time{}.Add(secondsDuration(e.MeasureSeconds))) {
 				bad(e, fmt.Sprintf("fired after %.9fs", e.MeasureSeconds), fmt.Sprintf("not due before %.9fs", e.LimitSeconds))
 			}
 		}
+	}
+	// An act decision must be followed by its outcome or by the end of its
+	// window; one with neither was not carried out, or its outcome was
+	// lost (or the log ends before it).
+	var unlinked []int
+	for _, idx := range open {
+		for _, i := range idx {
+			if !linked[events[i].ID] {
+				unlinked = append(unlinked, i)
+			}
+		}
+	}
+	slices.Sort(unlinked)
+	for _, i := range unlinked {
+		bad(events[i], "an act decision", "an outcome linking it, or the end of its window (none recorded)")
 	}
 	return out, nil
 }

@@ -237,3 +237,48 @@ func TestReplayReDerivesEveryVerdictOfTheCliTodoLog(t *testing.T) {
 	assert.Empty(t, mism, fmt.Sprint(kinds(evs)))
 	assert.NotEmpty(t, ofKind(evs, watchdog.KindVerdict))
 }
+
+// Replay flags every break in the decision-first chain of a session the
+// Watchdog recorded: a cancel with no decided_by_decision_id, and an act
+// decision that no outcome links and no end of its window follows (the
+// action never ran, or its outcome was lost).
+func TestReplayFlagsACancelOrADecisionThatIsNotLinked(t *testing.T) {
+	_, evs := simulate(t, 7)
+	var cancel, decision = -1, -1
+	for i, e := range evs {
+		if e.Kind == watchdog.KindCancel && cancel < 0 {
+			cancel = i
+			for j := range evs[:i] {
+				if evs[j].ID == e.DecidedByDecisionID {
+					decision = j
+				}
+			}
+		}
+	}
+	require.True(t, cancel >= 0 && decision >= 0)
+
+	blank := append([]watchdog.Event(nil), evs...)
+	blank[cancel].DecidedByDecisionID = ""
+	mism, err := watchdog.Replay(blank)
+	require.NoError(t, err)
+	require.Len(t, mism, 1, "%v", mism)
+	assert.Equal(t, evs[cancel].ID, mism[0].Event.ID, "the cancel links nothing")
+	assert.Contains(t, mism[0].Recorded, "no decided_by_decision_id")
+
+	dropped := append(append([]watchdog.Event(nil), evs[:cancel]...), evs[cancel+1:]...)
+	mism, err = watchdog.Replay(dropped)
+	require.NoError(t, err)
+	require.Len(t, mism, 1, "%v", mism)
+	assert.Equal(t, evs[decision].ID, mism[0].Event.ID)
+	assert.Contains(t, mism[0].Derived, "an outcome linking it")
+
+	// A decision whose window ended otherwise (a stop overtook the action)
+	// needs no outcome; nor does a shadow decision.
+	stopped := append([]watchdog.Event(nil), dropped...)
+	stop := evs[cancel]
+	stop.Kind, stop.DecidedByDecisionID, stop.Reason = watchdog.KindStop, "", watchdog.StopCompleted
+	stopped = append(stopped[:cancel], append([]watchdog.Event{stop}, stopped[cancel:]...)...)
+	mism, err = watchdog.Replay(stopped)
+	require.NoError(t, err)
+	assert.Empty(t, mism)
+}
