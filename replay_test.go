@@ -39,7 +39,7 @@ func (c *manualClock) set(t time.Time) {
 }
 
 // step moves the clock by d, stopping at every deadline on the way.
-func (c *manualClock) step(t *testing.T, w *watchdog.Watchdog, d time.Duration) {
+func (c *manualClock) step(t testing.TB, w *watchdog.Watchdog, d time.Duration) {
 	target := c.Now().Add(d)
 	for {
 		next, ok := w.NextDeadline()
@@ -57,7 +57,7 @@ func (c *manualClock) step(t *testing.T, w *watchdog.Watchdog, d time.Duration) 
 
 // simulate drives a Watchdog from seed: random policies, evidence, child
 // waits, waits, stops and time steps. It returns the log as JSON Lines.
-func simulate(t *testing.T, seed uint64) ([]byte, []watchdog.Event) {
+func simulate(t testing.TB, seed uint64) ([]byte, []watchdog.Event) {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	clk := &manualClock{now: t0}
 	store := watchdog.NewMemoryStore()
