@@ -167,39 +167,45 @@ func TestCustomActionRunsForTheIdleRuleWithASettleWindow(t *testing.T) {
 	require.Error(t, s.Context().Err())
 }
 
-// When a decision queued behind another session's action is derived again
-// and a rule in shadow mode has come due meanwhile (b's session ceiling,
-// while a's action blocks), the advice leaves b watched: its wall clock
-// still ends it later. A shadow rule only advises; it never takes a session
-// out of the schedule.
+// When a decision queued behind an earlier callback of its session is
+// derived again and a rule in shadow mode has come due meanwhile (b's
+// session ceiling, while b's Wait callback blocks), the advice leaves b
+// watched: its wall clock still ends it later. A shadow rule only advises;
+// it never takes a session out of the schedule.
 func TestAShadowAdviceAtActionTimeKeepsTheSessionWatched(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
-	entered, release := make(chan string, 2), make(chan struct{})
-	var first atomic.Bool
-	w := newWatchdog(t, mock, store, watchdog.WithAction(func(ctx context.Context, s *watchdog.Session, v *watchdog.VerdictError) error {
-		if first.CompareAndSwap(false, true) {
-			entered <- s.ID()
-			<-release
-		}
+	entered, release := make(chan struct{}), make(chan struct{})
+	w := newWatchdog(t, mock, store, watchdog.WithAction(func(context.Context, *watchdog.Session, *watchdog.VerdictError) error {
 		return nil
 	}))
-	_, err := w.Start(context.Background(), "a", t0, watchdog.Policy{WallClock: 10*time.Second - 1})
-	require.NoError(t, err)
 	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1,
 		SessionCeiling: 15 * time.Second, RuleModes: map[string]watchdog.Mode{"session_ceiling": watchdog.ModeShadow}}
 	b, err := w.Start(context.Background(), "b", t0, p)
 	require.NoError(t, err)
 	b.Touch(watchdog.ChannelStdout)
+	b.Wait(time.Second, func(context.Context, *watchdog.Session, uint64) {
+		close(entered)
+		<-release // holds b's lane: its actions queue behind
+	})
+	mock.Add(time.Second)
+	<-entered
+	b.EndWait()
 
-	mock.Add(10*time.Second + 1)
+	mock.Add(9*time.Second + 1) // b's idle decision: its action waits behind the callback
 	checked := make(chan error, 1)
 	go func() { checked <- w.Check(context.Background()) }()
-	require.Equal(t, "a", <-entered) // b's idle decision waits behind a's action
-	mock.Add(10 * time.Second)       // b passes its (shadow) session ceiling meanwhile
+	mock.Add(10 * time.Second) // b passes its (shadow) session ceiling meanwhile
 	close(release)
 	require.NoError(t, <-checked)
 	require.NoError(t, w.Check(context.Background()))
+	shadow := 0
+	for _, e := range ofKind(load(t, store, "b"), watchdog.KindDecision) {
+		if e.Mode == watchdog.ModeShadow && e.Rule == "session_ceiling" {
+			shadow++
+		}
+	}
+	require.Positive(t, shadow, "the ceiling advised")
 
 	advance(t, mock, 2*time.Hour, w)
 	require.Error(t, b.Context().Err(), "b outlived its 1h wall clock by far")

@@ -325,6 +325,7 @@ func (c lateClock) AfterFunc(d time.Duration, f func()) *clock.Timer { return c.
 func TestALateSchedulerPassPastAHandlersGraceEnds(t *testing.T) {
 	mock := newMock()
 	w := watchdog.New(watchdog.WithClock(lateClock{mock, clock.NewMock()}), watchdog.WithStore(watchdog.NewMemoryStore()))
+	defer w.Close(context.Background())
 	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1, HandlerGrace: time.Second}
 	s, err := w.Start(context.Background(), "s", t0, p)
 	require.NoError(t, err)
@@ -349,6 +350,7 @@ func TestALateSchedulerPassPastAHandlersGraceEnds(t *testing.T) {
 func TestALateSchedulerPassWithinAHandlersGraceEnds(t *testing.T) {
 	mock := newMock()
 	w := watchdog.New(watchdog.WithClock(lateClock{mock, clock.NewMock()}), watchdog.WithStore(watchdog.NewMemoryStore()))
+	defer w.Close(context.Background())
 	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1, HandlerGrace: time.Minute}
 	s, err := w.Start(context.Background(), "s", t0, p)
 	require.NoError(t, err)

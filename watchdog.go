@@ -157,9 +157,11 @@ func New(opts ...Option) *Watchdog {
 	w.wakeFn = w.wake
 	w.act = newActor(w)
 	// The MemoryStore never blocks; any other store's Append may hold up
-	// the queue for appendTimeout at most.
+	// the queue for appendTimeout at most, measured on the real clock (a
+	// fake clock's minutes pass in microseconds of a test, during which
+	// an Append that is merely descheduled would look hung).
 	var timeout time.Duration
-	if _, memory := w.store.(*MemoryStore); !memory {
+	if _, memory := w.store.(*MemoryStore); !memory && rt != nil {
 		timeout = appendTimeout
 	}
 	w.rec = record.New(record.Config[entry, Event]{
