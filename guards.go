@@ -19,6 +19,17 @@ import (
 // bundled store keeps it (PostgreSQL's index holds about 2.7 kB).
 const maxNameLen = 1024
 
+// validateStart checks Start's and Resume's arguments.
+func validateStart(ctx context.Context, id string, p Policy) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if err := checkName("session id", id); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return p.Validate()
+}
+
 // checkName reports what makes s unusable as an id or a name (what says
 // which): empty, longer than maxNameLen bytes, not valid UTF-8, or holding
 // a NUL byte, none of which every store can keep. The caller wraps it in

@@ -209,16 +209,6 @@ var realClockType = reflect.TypeOf(clock.New())
 // Store returns the EventStore the Watchdog records to.
 func (w *Watchdog) Store() EventStore { return w.store }
 
-func validateStart(ctx context.Context, id string, p Policy) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	if err := checkName("session id", id); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-	}
-	return p.Validate()
-}
-
 // Start begins watching window 1 of a new session whose session_started_at is
 // startedAt, under Policy p (zero fields mean defaults), and records a start
 // event. The session's context derives from ctx. The scheduler is armed for

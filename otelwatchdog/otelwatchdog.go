@@ -172,6 +172,24 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tp = tp }
 }
 
+// newConfig applies opts; a nil MeterProvider or TracerProvider is the
+// global one.
+func newConfig(opts []Option) config {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.mp == nil {
+		c.mp = otel.GetMeterProvider()
+	}
+	if c.tp == nil {
+		c.tp = otel.GetTracerProvider()
+	}
+	return c
+}
+
 // adapter holds the instruments; its methods are the Observer's hooks.
 type adapter struct {
 	tracer    trace.Tracer
@@ -238,18 +256,7 @@ func (c *attrCache) get(k attrKey, build func() []attribute.KeyValue) metric.Mea
 // Observer it returns with that error is still usable (the SDK hands back
 // no-op instruments for the refused ones).
 func New(opts ...Option) (watchdog.Observer, error) {
-	var c config
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	if c.mp == nil {
-		c.mp = otel.GetMeterProvider()
-	}
-	if c.tp == nil {
-		c.tp = otel.GetTracerProvider()
-	}
+	c := newConfig(opts)
 	if len(c.buckets) == 0 {
 		c.buckets = defaultLatenessBuckets
 	}
@@ -358,15 +365,7 @@ func ObserveStats(w *watchdog.Watchdog, opts ...Option) (metric.Registration, er
 	if w == nil {
 		return nil, errors.New("otelwatchdog: ObserveStats: nil Watchdog")
 	}
-	var c config
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	if c.mp == nil {
-		c.mp = otel.GetMeterProvider()
-	}
+	c := newConfig(opts)
 	meter := c.mp.Meter(ScopeName)
 	var errs []error
 	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
