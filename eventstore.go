@@ -362,8 +362,8 @@ func (e Event) Terminal() bool { return e.Kind == KindStop || e.Kind == KindCanc
 // 1,024 bytes, not valid UTF-8 or holding a NUL byte; any other text field
 // (an evidence channel's name included) that is not valid UTF-8 or holds a
 // NUL byte; a window below 1; a number that is NaN or infinite; an invalid
-// policy; an Extra key that collides with a field (see Extra) or a value
-// holding a NUL character. Stores call it in Append.
+// policy; an Extra key that collides with a field (see Extra) or is not
+// valid UTF-8. Stores call it in Append.
 func (e Event) Validate() error {
 	if err := checkName("event_id", e.ID); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidEvent, err)

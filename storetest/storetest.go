@@ -12,11 +12,24 @@
 // watchdog.Subscriber: append and load order per aggregate, store-assigned
 // strictly increasing Seq, atomic batches, idempotent re-append by event_id,
 // exactly one terminal event per (aggregate_id, window) under racing writers,
-// refusal of invalid events, context cancellation, large payloads, unknown
-// JSON fields kept in Event.Extra, and, for a store that implements
-// watchdog.Subscriber, subscriptions that deliver every later event in order
-// without a slow reader blocking Append. Subscription subtests are skipped
+// refusal of invalid and hostile events (classified per event, see below),
+// context cancellation, large payloads, unknown JSON fields kept in
+// Event.Extra, and, for a store that implements watchdog.Subscriber,
+// subscriptions that deliver every later event in order without a slow
+// reader blocking Append. Subscription subtests are skipped
 // for a store that is not a Subscriber.
+//
+// Refusals are classified per event. An event that the store can never
+// record (hostile input: text too long for an index, invalid UTF-8, a NUL
+// where the store cannot keep one, what Event.Validate refuses) is refused
+// with an error wrapping watchdog.ErrInvalidEvent, the same on every retry,
+// never with another error: the Watchdog's recorder retries any other error
+// until Close. A batch that holds such an event is refused whole (batches
+// are atomic), with an error that names the refused event by its event_id,
+// and the store holds nothing against the batch's other events: appended
+// without it, they are recorded. Events that some stores can keep and
+// others cannot (invalid UTF-8 inside an Extra value, for instance) are
+// either recorded unchanged or refused that way.
 //
 // Every subtest uses aggregate and event ids unique to the Run call, so
 // newStore may hand out stores that share state (for example one database)
@@ -32,6 +45,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,6 +84,8 @@ func Run(t *testing.T, newStore func(t *testing.T) watchdog.EventStore) {
 		{"TwoTerminalsInOneBatch", testTwoTerminalsInBatch},
 		{"AtomicBatchRefusal", testAtomicBatch},
 		{"InvalidEventsRefused", testInvalid},
+		{"HostileEventsRefusedForGood", testHostile},
+		{"RefusedEventSparesTheRestOfItsBatch", testRefusalPerEvent},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"RacingTerminals", testRacingTerminals},
 		{"ContextCancellation", testContextCancel},
@@ -471,6 +487,123 @@ func testInvalid(t *testing.T, g *gen, s watchdog.EventStore) {
 	}
 	if got := mustLoad(t, s, a); len(got) != 0 {
 		t.Fatalf("invalid events were recorded: %v", ids(got))
+	}
+}
+
+// hostileCase is an event that no store can record (or, with mayStore,
+// that some stores can), made from a valid one by mutate. A mutation of
+// the event_id only adds to its end.
+type hostileCase struct {
+	name     string
+	mutate   func(*watchdog.Event)
+	mayStore bool // a store may record it unchanged instead of refusing it
+}
+
+// randomHex returns n random hex digits: text that compresses poorly, so
+// that it stays too long for a database index.
+func randomHex(t *testing.T, n int) string {
+	b := make([]byte, (n+1)/2)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatalf("storetest: random bytes: %v", err)
+	}
+	return hex.EncodeToString(b)[:n]
+}
+
+func hostileCases(t *testing.T) []hostileCase {
+	long := randomHex(t, 6000) // past Event.Validate's 1,024 bytes and a PostgreSQL btree entry's 2,704
+	extra := func(raw string) func(*watchdog.Event) {
+		return func(e *watchdog.Event) { e.Extra = map[string]json.RawMessage{"x_hostile": json.RawMessage(raw)} }
+	}
+	return []hostileCase{
+		{name: "window 0", mutate: func(e *watchdog.Event) { e.Window = 0 }},
+		{name: "aggregate_id too long for an index", mutate: func(e *watchdog.Event) { e.AggregateID += long }},
+		{name: "event_id too long for an index", mutate: func(e *watchdog.Event) { e.ID += long }},
+		{name: "event_kind too long for an index", mutate: func(e *watchdog.Event) { e.Kind += long }},
+		{name: "NUL in aggregate_id", mutate: func(e *watchdog.Event) { e.AggregateID += "\x00" }},
+		{name: "NUL in event_id", mutate: func(e *watchdog.Event) { e.ID += "\x00" }},
+		{name: "NUL in event_kind", mutate: func(e *watchdog.Event) { e.Kind += "\x00" }},
+		{name: "invalid UTF-8 in aggregate_id", mutate: func(e *watchdog.Event) { e.AggregateID += "\xff\xfe" }},
+		{name: "invalid UTF-8 in event_id", mutate: func(e *watchdog.Event) { e.ID += "\xc3\x28" }},
+		{name: "invalid UTF-8 in event_kind", mutate: func(e *watchdog.Event) { e.Kind += "\xed\xa0\x80" }}, // an encoded surrogate
+		{name: "invalid UTF-8 in reason", mutate: func(e *watchdog.Event) { e.Reason = "bad \xff reason" }},
+		{name: "NaN elapsed_seconds", mutate: func(e *watchdog.Event) { e.ElapsedSeconds = math.NaN() }},
+		{name: "extra key colliding with a field", mutate: func(e *watchdog.Event) { e.Extra = map[string]json.RawMessage{"Event_ID": json.RawMessage(`"x"`)} }},
+		{name: "invalid UTF-8 in an extra value", mutate: extra("\"bad \xff value\""), mayStore: true},
+		{name: "escaped NUL in an extra value", mutate: extra(`"nul \u0000 escaped"`), mayStore: true},
+		{name: "lone surrogate in an extra value", mutate: extra(`"\ud800"`), mayStore: true},
+	}
+}
+
+// checkRefusedForGood fails t unless err is a refusal for good of the
+// event whose event_id begins with name (each case changes the id, if at
+// all, after name): err wraps watchdog.ErrInvalidEvent and names it.
+func checkRefusedForGood(t *testing.T, what, name string, err error) {
+	t.Helper()
+	switch {
+	case err == nil:
+		t.Fatalf("%s: Append accepted it; want an error wrapping ErrInvalidEvent", what)
+	case !errors.Is(err, watchdog.ErrInvalidEvent):
+		t.Fatalf("%s: err = %v; want one wrapping ErrInvalidEvent (any other error is retried until Close)", what, err)
+	case errors.Is(err, watchdog.ErrAlreadyDecided):
+		t.Fatalf("%s: err = %v wraps ErrAlreadyDecided too; want ErrInvalidEvent only", what, err)
+	case !strings.Contains(err.Error(), name):
+		t.Fatalf("%s: err = %v; want it to name the refused event %s", what, err, name)
+	}
+}
+
+func testHostile(t *testing.T, g *gen, s watchdog.EventStore) {
+	for _, c := range hostileCases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			a := g.agg("hostile")
+			bad := g.event(a, watchdog.KindResume, 1)
+			bad.ID += "-hostile"
+			name := bad.ID
+			c.mutate(&bad)
+			err := s.Append(ctxT(t), bad)
+			if c.mayStore && err == nil {
+				got := mustLoad(t, s, a)
+				if len(got) != 1 {
+					t.Fatalf("Append accepted the event, then Load returned %d events, want 1", len(got))
+				}
+				sameEvent(t, got[0], bad)
+				return
+			}
+			checkRefusedForGood(t, "Append", name, err)
+			// For good: a retry is refused the same way.
+			checkRefusedForGood(t, "Append again", name, s.Append(ctxT(t), bad))
+			if got := mustLoad(t, s, a); len(got) != 0 {
+				t.Fatalf("a refused event left %d events: %v", len(got), ids(got))
+			}
+		})
+	}
+}
+
+func testRefusalPerEvent(t *testing.T, g *gen, s watchdog.EventStore) {
+	for _, c := range hostileCases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			a := g.agg("perevent")
+			first, last := g.event(a, watchdog.KindStart, 1), g.event(a, watchdog.KindStop, 1)
+			bad := g.event(a, watchdog.KindResume, 1)
+			bad.ID += "-hostile"
+			name := bad.ID
+			c.mutate(&bad)
+			err := s.Append(ctxT(t), first, bad, last)
+			if c.mayStore && err == nil {
+				sameIDs(t, "a batch accepted whole", mustLoad(t, s, a), []watchdog.Event{first, bad, last})
+				return
+			}
+			checkRefusedForGood(t, "a batch holding it", name, err)
+			if got := mustLoad(t, s, a); len(got) != 0 {
+				t.Fatalf("a refused batch left %d events: %v", len(got), ids(got))
+			}
+			// The store holds nothing against the others: without the
+			// refused event, the batch is recorded.
+			mustAppend(t, s, first, last)
+			got := mustLoad(t, s, a)
+			sameIDs(t, "the batch without its refused event", got, []watchdog.Event{first, last})
+			sameEvent(t, got[0], first)
+			sameEvent(t, got[1], last)
+		})
 	}
 }
 

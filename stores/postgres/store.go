@@ -37,7 +37,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -275,25 +274,16 @@ func truncate(s string, n int) string {
 // Table returns the events table's name, as given to WithTable.
 func (s *Store) Table() string { return s.cfg.table }
 
+// validate is Event.Validate (which also refuses what PostgreSQL text
+// cannot hold in the id columns: NUL bytes, invalid UTF-8), plus a window
+// that fits the integer column. Either is refused for good, with no round
+// trip.
 func validate(e watchdog.Event) error {
-	switch {
-	case e.ID == "":
-		return fmt.Errorf("%w: empty event_id", watchdog.ErrInvalidEvent)
-	case e.AggregateID == "":
-		return fmt.Errorf("%w: event %s: empty aggregate_id", watchdog.ErrInvalidEvent, e.ID)
-	case e.Kind == "":
-		return fmt.Errorf("%w: event %s: empty event_kind", watchdog.ErrInvalidEvent, e.ID)
-	case e.Window < 1:
-		return fmt.Errorf("%w: event %s: window %d, want >= 1", watchdog.ErrInvalidEvent, e.ID, e.Window)
-	case e.Window > 1<<31-1:
-		return fmt.Errorf("%w: event %s: window %d does not fit an integer column", watchdog.ErrInvalidEvent, e.ID, e.Window)
+	if err := e.Validate(); err != nil {
+		return err
 	}
-	for _, s := range []string{e.ID, e.AggregateID, e.Kind} {
-		// PostgreSQL text holds neither NUL nor invalid UTF-8: refuse for
-		// good rather than fail every retry.
-		if strings.ContainsRune(s, 0) || !utf8.ValidString(s) {
-			return fmt.Errorf("%w: event %q: id, aggregate_id or event_kind has a NUL byte or invalid UTF-8", watchdog.ErrInvalidEvent, e.ID)
-		}
+	if e.Window > 1<<31-1 {
+		return fmt.Errorf("%w: event %q: window %d does not fit an integer column", watchdog.ErrInvalidEvent, e.ID, e.Window)
 	}
 	return nil
 }
@@ -310,6 +300,18 @@ func (s *Store) closedErr() error {
 // on the database's unique index, and Append returns an error wrapping
 // watchdog.ErrAlreadyDecided that names the winning event. After Close it
 // returns an error wrapping watchdog.ErrClosed.
+//
+// An event that can never be recorded is refused for good: Append returns
+// an error wrapping watchdog.ErrInvalidEvent that names it, without a round
+// trip if Event.Validate refuses it, else when the database refuses its
+// insert in a way that a retry would repeat (see refusedForGood: a value
+// too long for an index, text the database's encoding cannot hold, a check
+// or not-null constraint an operator added); the error then wraps the
+// *pgconn.PgError too. The whole batch is refused, as atomicity demands,
+// and nothing is held against its other events: appended without the
+// named one, they are recorded. Any other failure (a lost connection, a
+// serialization failure, a deadlock, a server shutting down, a full NOTIFY
+// queue at commit) is returned as it is, for the caller to retry.
 func (s *Store) Append(ctx context.Context, events ...watchdog.Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -380,15 +382,67 @@ func (s *Store) Append(ctx context.Context, events ...watchdog.Event) error {
 	if err == nil {
 		return nil
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == s.n.terminalIndex && failed != nil {
+	switch s.n.classify(err, failed != nil) {
+	case decided:
 		_ = tx.Rollback(context.Background())
 		return s.decidedErr(ctx, *failed, err)
+	case invalid:
+		return fmt.Errorf("%w: postgres store: event %q (session %q window %d) refused for good by the database (nothing of its batch of %d was recorded): %w",
+			watchdog.ErrInvalidEvent, failed.ID, failed.AggregateID, failed.Window, len(events), err)
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 		err = errors.Join(ctxErr, err)
 	}
 	return fmt.Errorf("postgres store: append: %w", err)
+}
+
+// refusal is what a database error of Append means for its caller.
+type refusal int
+
+const (
+	transient refusal = iota // may pass on a retry: returned as it is
+	decided                  // the event lost its window's terminal race
+	invalid                  // the event can never be recorded
+)
+
+// classify sorts err, a failure of Append's transaction. atEvent says that
+// the insert of one event failed (as opposed to the locks or the commit);
+// only such a failure can be the event's own doing.
+func (n *names) classify(err error, atEvent bool) refusal {
+	var pgErr *pgconn.PgError
+	if !atEvent || !errors.As(err, &pgErr) {
+		return transient
+	}
+	switch {
+	case pgErr.Code == "23505" && pgErr.ConstraintName == n.terminalIndex:
+		return decided
+	case refusedForGood(pgErr.Code):
+		return invalid
+	}
+	return transient
+}
+
+// refusedForGood reports whether SQLSTATE code, raised by the insert of an
+// event, refuses that event for good: the same insert fails the same way on
+// every retry. These are class 22, data exception (22021 invalid byte
+// sequence, 22P05 untranslatable character, 22001 a value too long for a
+// column an operator narrowed, ...); class 54, program limit exceeded
+// (54000: index row size exceeds the btree maximum); 23502 not-null
+// violation and 23514 check violation (from a column or constraint an
+// operator added). Everything else may pass on a retry and is not refused:
+// class 08 connection exceptions, 40001 serialization failure, 40P01
+// deadlock, class 53 insufficient resources, 57P01 admin shutdown and the
+// rest of class 57, 23505 unique violation other than the terminal index.
+// (A full NOTIFY queue is 54000 too, but it is raised at commit, which
+// classify never takes for an event's doing.)
+func refusedForGood(code string) bool {
+	switch {
+	case strings.HasPrefix(code, "22"), strings.HasPrefix(code, "54"):
+		return len(code) == 5
+	case code == "23502", code == "23514":
+		return true
+	}
+	return false
 }
 
 // decidedErr names the event that already ended e's window.
