@@ -419,8 +419,12 @@ func (e *Event) validate() error {
 // event (see Event.Terminal) for a session window that already has a
 // different terminal event must be refused with an error wrapping
 // ErrAlreadyDecided: this is how exactly one cancel per window holds across
-// Watchdog instances and processes. An invalid event is refused with an
-// error wrapping ErrInvalidEvent.
+// Watchdog instances and processes. An invalid event, or one the store can
+// never keep (text too long for an index, or that its encoding cannot
+// hold), is refused with an error wrapping ErrInvalidEvent that names it by
+// event_id. Such a refusal is for good: an error that a retry may cure must
+// not wrap ErrInvalidEvent. A batch holding the event is refused whole; its
+// other events, appended without it, are recorded.
 //
 // Load returns every event of one aggregate (session) in append order, or an
 // empty slice when there is none.
