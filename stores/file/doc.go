@@ -25,6 +25,27 @@
 // in this process or another, fails to open until the first is closed.
 // Elsewhere (Windows) there is no lock: make sure of it yourself.
 //
+// # Where the file lives
+//
+// Open never follows a symbolic link at its path, even to a valid store
+// file (the directories above it may be links): it refuses one with an
+// error wrapping watchdog.ErrInvalidArgument that names the path and says
+// it is a symbolic link, and refuses anything else that is not a regular
+// file (a directory, a FIFO, a device) the same way, without opening it.
+// On Unix it opens with O_NOFOLLOW and checks that the file it opened is
+// the one at the path, so a link swapped in meanwhile is refused too.
+//
+// Open never changes an existing file's mode: it keeps it as it is (only a
+// file it creates gets 0600), and logs a warning (WithLogger) when group or
+// others may write to it. On Linux, macOS and the BSDs it checks the
+// file's directory: one that is world-writable without the sticky bit is
+// refused (error wrapping watchdog.ErrInvalidArgument, nothing created),
+// since anyone could replace the store's file; one that is group-writable,
+// or world-writable with the sticky bit (like /tmp), is used with a logged
+// warning, since others may create the file before you or replace it. Keep
+// the store in a directory only its owner can write to. On Windows neither
+// mode is checked.
+//
 // # Durability
 //
 // WithSync chooses when the file is fsynced. SyncEveryAppend, the default,
@@ -37,12 +58,34 @@
 //
 // Each Append writes its batch with one write(2), so a process killed in
 // the middle of one leaves at worst a torn last line: bytes after the last
-// newline. The next Open truncates them, logs a warning (WithLogger) and
-// reports them in Store.TornTail; every complete line survives. Any other
-// bad line (not JSON, not a valid event, a seq that goes back, a repeated
-// event_id, a second terminal event for a window) makes Open fail with a
-// *CorruptError naming the file, line and offset, and leaves the file
-// untouched. The store never skips a line.
+// newline. The next Open truncates that tail only when it is recognisably
+// a torn event of this store, at the file's start (a file with no newline)
+// or after complete lines that are all valid. Trailing NUL bytes aside (a
+// power loss can leave a zero-filled tail), the tail must be either
+//
+//   - nothing, after at least one complete line (the tail was only NULs);
+//     or
+//   - bytes that begin the way the store's lines begin,
+//     {"aggregate_type":"runtime_control","event_id":" (or, in files
+//     written by earlier versions, {"event_id":"), or a shorter prefix of
+//     that, and that are either a JSON object cut short (the JSON decoder
+//     reaches the end of the input inside it, with no syntax error before)
+//     or one whole event that could follow the lines before it, only its
+//     newline missing.
+//
+// Open then truncates the tail, fsyncs, logs a warning (WithLogger) and
+// reports it in Store.TornTail; every complete line survives. Any other
+// tail (a token or a one-line config file without a newline, text, a tail
+// of NULs in a file with no complete line, a complete line that is not a
+// valid next event) and any other bad line (not JSON, not a valid event, a
+// seq that goes back, a repeated event_id, a second terminal event for a
+// window) makes Open fail with a *CorruptError naming the file, line and
+// offset, and leaves the file untouched. The store never skips a line.
+//
+// Seq never wraps: a file whose last seq is the largest uint64 still opens
+// and loads, but Append refuses every new event with an error wrapping
+// watchdog.ErrInvalidEvent (a refusal for good, which the Watchdog reports
+// instead of retrying) and writes nothing; start a new file.
 //
 // # Format
 //

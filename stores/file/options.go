@@ -52,9 +52,11 @@ func WithSync(p SyncPolicy) Option {
 	return func(c *config) { c.sync = p }
 }
 
-// WithLogger sets the logger the Store reports to: a torn last line
-// repaired by Open is logged as a warning. Default, and for a nil l: no
-// logging (zap.NewNop); the repair is also reported by Store.TornTail.
+// WithLogger sets the logger the Store reports to: Open logs as a warning
+// a torn last line it repaired, a file that group or others may write to,
+// and (on Unix) a directory that group or others may write to. Default,
+// and for a nil l: no logging (zap.NewNop); the repair is also reported by
+// Store.TornTail.
 func WithLogger(l *zap.Logger) Option {
 	return func(c *config) { c.log = l }
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -21,8 +22,10 @@ import (
 )
 
 // TornTail describes an incomplete last line that Open found and truncated:
-// the bytes a process wrote before it died in the middle of an Append. No
-// complete line (no event whose Append returned nil) is ever part of it.
+// the bytes a process wrote before it died in the middle of an Append,
+// recognisably an event of this store cut short (the package doc, Damaged
+// files, states the rule). No complete line (no event whose Append returned
+// nil) is ever part of it.
 // Open fills it in and nothing changes it afterwards, so it may be read from
 // any goroutine. A Store that needed no repair reports a nil *TornTail; the
 // zero value describes no repair.
@@ -45,9 +48,12 @@ func (t *TornTail) String() string {
 // CorruptError is returned by Open when a complete line of the file (one
 // that ends with a newline) is not a valid event: unparsable JSON, an
 // invalid event, a seq that does not increase, a repeated event_id, or a
-// second terminal event for a session window. The store never skips such a
-// line and leaves the file untouched: repair or move it by hand. Read it
-// with errors.As. Open fills in every field; the zero value names no line.
+// second terminal event for a session window; or when the bytes after the
+// last newline are not recognisably a torn event of this store (a token or
+// a config file, say: see the package doc, Damaged files). The store never
+// skips such a line and leaves the file untouched: repair or move it by
+// hand. Read it with errors.As. Open fills in every field; the zero value
+// names no line.
 type CorruptError struct {
 	// Path is the store's file.
 	Path string
@@ -78,9 +84,9 @@ type windowKey struct {
 // Lines format: one event per line, each the event's JSON (as
 // watchdog.Event.MarshalJSON writes it, compacted, with its seq) followed by
 // a newline, in append order. The file is created with mode 0600 (an
-// existing file keeps its mode) and only ever appended to. It implements
-// watchdog.Subscriber, with in-process subscriptions that never block
-// Append.
+// existing file keeps its mode) and only ever appended to; Open never
+// follows a symbolic link at its path. It implements watchdog.Subscriber,
+// with in-process subscriptions that never block Append.
 //
 // Open it with Open and release it with Close. Reopening a file resumes
 // exactly where it was: seq continues and the terminal events of every
@@ -92,7 +98,8 @@ type windowKey struct {
 // atomic within the process: a refused batch writes nothing. It is written
 // with one write(2), so a process killed during it leaves at worst its
 // complete lines plus a torn last line, which the next Open truncates and
-// reports (Store.TornTail).
+// reports (Store.TornTail). Seq never wraps: once it reaches the largest
+// uint64, Append refuses every new event.
 //
 // A Store keeps a copy of every line in memory (Load decodes from it), so it
 // suits one process's sessions, not an unbounded history; for a fleet use
@@ -121,12 +128,18 @@ var fileWrite = func(f *os.File, b []byte) (int, error) { return f.Write(b) }
 
 // Open opens the JSON Lines file at path, creating it (mode 0600) if it
 // does not exist; its directory must exist. It reads every line back: a torn
-// last line (bytes after the last newline, left by a process killed
-// mid-write) is truncated, logged and reported by TornTail; any other bad
-// line is a *CorruptError naming the file and line, and the store is not
+// last line (bytes after the last newline that are recognisably an event
+// cut short by a process killed mid-write; the package doc, Damaged files,
+// states the rule) is truncated, logged and reported by TornTail; any other
+// bad line, or a tail that is not a torn event, is a *CorruptError naming
+// the file and line, the file is left untouched and the store is not
 // opened. Without options the Store uses SyncEveryAppend and logs nothing.
-// An empty path or an unknown SyncPolicy is an error wrapping
-// watchdog.ErrInvalidArgument.
+// An empty path, an unknown SyncPolicy, a symbolic link at path (never
+// followed), a path that is not a regular file, and, on Unix, a directory
+// that is world-writable without the sticky bit are errors wrapping
+// watchdog.ErrInvalidArgument that name the path. An existing file keeps
+// its mode; Open logs a warning when group or others may write to the file
+// or (on Unix) to its directory.
 //
 // Open may be called from any goroutine. On Linux, macOS and the BSDs it
 // returns an error when the file is already open through another Store, in
@@ -148,12 +161,11 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if cfg.log == nil {
 		cfg.log = zap.NewNop()
 	}
-	_, statErr := os.Stat(path)
-	file, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	file, created, err := openRegular(path, cfg.log)
 	if err != nil {
-		return nil, fmt.Errorf("watchdog: open file store: %w", err)
+		return nil, err
 	}
-	if errors.Is(statErr, fs.ErrNotExist) && cfg.sync == SyncEveryAppend {
+	if created && cfg.sync == SyncEveryAppend {
 		// A new file: make its directory entry durable too.
 		if err := syncDir(filepath.Dir(path)); err != nil {
 			file.Close()
@@ -181,6 +193,76 @@ func Open(path string, opts ...Option) (*Store, error) {
 	return f, nil
 }
 
+// openRegular opens (or creates, mode 0600) the regular file at path
+// without following a symbolic link there, and reports whether it created
+// it. It refuses a symbolic link or anything but a regular file, checks the
+// directory (checkDir) and logs a warning when others may write to the
+// directory or to the file. The Lstat before opening keeps Open from
+// opening a FIFO or a device at all; O_NOFOLLOW (on Unix) and the check
+// after opening, that the file opened is the one at path, close the race
+// with a path swapped in between.
+func openRegular(path string, log *zap.Logger) (*os.File, bool, error) {
+	lfi, lerr := os.Lstat(path)
+	if lerr == nil {
+		if err := checkType(path, lfi); err != nil {
+			return nil, false, err
+		}
+	}
+	dir := filepath.Dir(path)
+	othersMayWrite, dirMode, err := checkDir(dir)
+	if err != nil {
+		return nil, false, err
+	}
+	file, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|noFollow, 0o600)
+	if err != nil {
+		if lfi, lerr := os.Lstat(path); lerr == nil && lfi.Mode()&fs.ModeSymlink != 0 {
+			return nil, false, symlinkError(path)
+		}
+		return nil, false, fmt.Errorf("watchdog: open file store: %w", err)
+	}
+	fi, err := file.Stat()
+	if err == nil {
+		err = checkType(path, fi)
+	}
+	if err == nil {
+		var now fs.FileInfo
+		if now, err = os.Lstat(path); err == nil {
+			if err = checkType(path, now); err == nil && !os.SameFile(fi, now) {
+				err = fmt.Errorf("watchdog: file store %s was replaced while it was being opened", path)
+			}
+		}
+	}
+	if err != nil {
+		file.Close()
+		return nil, false, err
+	}
+	if othersMayWrite {
+		log.Warn("watchdog: file store: directory writable by other users, who may create or replace the store's file",
+			zap.String("path", path), zap.String("dir", dir), zap.Stringer("mode", dirMode))
+	}
+	if othersCanWrite(fi) {
+		log.Warn("watchdog: file store: file writable by other users (Open keeps an existing file's mode)",
+			zap.String("path", path), zap.Stringer("mode", fi.Mode()))
+	}
+	return file, errors.Is(lerr, fs.ErrNotExist), nil
+}
+
+// checkType refuses a symbolic link and anything else that is not a
+// regular file.
+func checkType(path string, fi fs.FileInfo) error {
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return symlinkError(path)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%w: file store %s is not a regular file (mode %v)", watchdog.ErrInvalidArgument, path, fi.Mode())
+	}
+	return nil
+}
+
+func symlinkError(path string) error {
+	return fmt.Errorf("%w: file store %s is a symbolic link: Open never follows one; give the path of the file itself", watchdog.ErrInvalidArgument, path)
+}
+
 // load reads the file, rebuilding the in-memory state, and truncates a torn
 // last line.
 func (f *Store) load() error {
@@ -193,6 +275,9 @@ func (f *Store) load() error {
 		line, err := r.ReadBytes('\n')
 		if err == io.EOF {
 			if len(line) > 0 {
+				if err := f.tornEvent(line, lineNo > 1); err != nil {
+					return &CorruptError{Path: f.path, Line: lineNo, Offset: off, Err: err}
+				}
 				return f.truncateTorn(lineNo, off, int64(len(line)))
 			}
 			break
@@ -213,6 +298,65 @@ func (f *Store) load() error {
 	}
 	f.size = off
 	return nil
+}
+
+// lineStarts are how the lines the store writes begin: with
+// aggregate_type, then event_id (watchdog.Event.MarshalJSON's order), and,
+// in files written before the codec put aggregate_type first, with
+// event_id. A tail that begins otherwise is not a torn event of this store.
+var lineStarts = [...][]byte{
+	[]byte(`{"aggregate_type":"runtime_control","event_id":"`),
+	[]byte(`{"event_id":"`),
+}
+
+// beginsLikeALine reports whether p begins with one of lineStarts, or is a
+// shorter prefix of one.
+func beginsLikeALine(p []byte) bool {
+	for _, start := range lineStarts {
+		if n := min(len(p), len(start)); bytes.Equal(p[:n], start[:n]) {
+			return true
+		}
+	}
+	return false
+}
+
+// tornEvent returns nil if tail, the bytes after the last newline, is
+// recognisably an event of this store that a process killed mid-write left
+// behind, and what is wrong with it otherwise. afterLine says whether
+// complete (valid) lines come before it. The rule, as the package doc
+// states it: NUL bytes at the end are ignored (a power loss can leave a
+// zero-filled tail); what remains must be empty, after at least one
+// complete line, or begin like a line (beginsLikeALine) and be either a
+// JSON object cut short (the decoder reaches the end of the input inside
+// it, with no syntax error before) or one complete event that can follow
+// the lines before it, only its newline missing.
+func (f *Store) tornEvent(tail []byte, afterLine bool) error {
+	p := bytes.TrimRight(tail, "\x00")
+	if len(p) == 0 {
+		if afterLine {
+			return nil
+		}
+		return errors.New("no newline and only NUL bytes, in a file with no complete line: not a torn event of this store, left untouched")
+	}
+	if !beginsLikeALine(p) {
+		return fmt.Errorf("no newline, and it does not begin like an event of this store (%s): not a torn event, left untouched", lineStarts[0])
+	}
+	var v json.RawMessage
+	err := json.NewDecoder(bytes.NewReader(p)).Decode(&v)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil // cut short
+	}
+	if err == nil {
+		// A whole object: acceptable only as the next event, its newline
+		// missing.
+		var e watchdog.Event
+		if e, err = decodeLine(p); err == nil {
+			if err = f.admit(e); err == nil {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("no newline, and not an event cut short: %w; left untouched", err)
 }
 
 func (f *Store) truncateTorn(lineNo int, off, n int64) error {
@@ -335,8 +479,10 @@ func (f *Store) closedErr() error {
 // returning. Events already in the file are skipped. A second terminal
 // event for a session window, already in the file or in the same batch, is
 // an error wrapping watchdog.ErrAlreadyDecided, and an invalid event (or one
-// whose ids or kind are not valid UTF-8) an error wrapping
-// watchdog.ErrInvalidEvent; either refuses the whole batch. On a write or
+// whose ids or kind are not valid UTF-8, or a new event when seq has
+// reached the largest uint64, since seq never wraps) an error wrapping
+// watchdog.ErrInvalidEvent that names the event; either refuses the whole
+// batch. On a write or
 // fsync error the batch is not recorded; if the file cannot be restored to
 // its previous length, every later Append returns that error (reopen the
 // store to recover). After Close it returns an error wrapping
@@ -385,6 +531,11 @@ func (f *Store) Append(ctx context.Context, events ...watchdog.Event) error {
 				return fmt.Errorf("%w: session %q window %d has two terminal events in one batch", watchdog.ErrAlreadyDecided, e.AggregateID, e.Window)
 			}
 			batch[k] = e.ID
+		}
+		if seq == math.MaxUint64 {
+			// seq never wraps: a wrapped seq (0, omitted from the line)
+			// would make the file unreadable. No retry can cure it.
+			return fmt.Errorf("%w: event %q: no seq left after %d, the maximum: this file can record no more events; start a new one", watchdog.ErrInvalidEvent, e.ID, seq)
 		}
 		seq++
 		e.Seq = seq

@@ -141,10 +141,13 @@ func writeStoreFile(t *testing.T, n int, tail string) (path string, full []byte)
 
 func TestFileStoreTruncatesATornLastLineAndReportsIt(t *testing.T) {
 	for name, tail := range map[string]string{
-		"half an event":                 `{"event_id":"ez","seq":4,"aggregate_type":"runtime_con`,
-		"a whole object but no newline": `{"event_id":"ez","seq":4,"aggregate_type":"runtime_control","aggregate_id":"agg","event_kind":"runtime.watchdog.resume","window":1}`,
-		"zeros from a power loss":       "\x00\x00\x00\x00\x00\x00",
-		"one byte":                      "{",
+		"half an event":                  `{"event_id":"ez","seq":4,"aggregate_type":"runtime_con`,
+		"a whole object but no newline":  `{"event_id":"ez","seq":4,"aggregate_type":"runtime_control","aggregate_id":"agg","event_kind":"runtime.watchdog.resume","window":1}`,
+		"zeros from a power loss":        "\x00\x00\x00\x00\x00\x00",
+		"one byte":                       "{",
+		"the store's own line cut short": `{"aggregate_type":"runtime_control","event_id":"ez","seq":4,"aggregate_id":"ag`,
+		"half an event, then zeros":      `{"aggregate_type":"runtime_control","event_id":"ez","se` + "\x00\x00\x00\x00",
+		"cut inside a UTF-8 character":   `{"event_id":"ez","seq":4,"aggregate_id":"` + "\xc3",
 	} {
 		t.Run(name, func(t *testing.T) {
 			path, complete := writeStoreFile(t, 3, tail)
@@ -168,6 +171,23 @@ func TestFileStoreTruncatesATornLastLineAndReportsIt(t *testing.T) {
 			evs = load(t, s, "agg")
 			assert.Equal(t, uint64(4), evs[3].Seq)
 		})
+	}
+}
+
+// A file whose only line is torn (the first Append was cut short) is
+// emptied: the torn line is the whole file.
+func TestOpenTruncatesATornEventAtTheFileStart(t *testing.T) {
+	for _, tail := range []string{`{"aggregate_type":"runtime_control","event_id":"e1","se`, `{"event_id":"e1","seq":1,"aggr`, `{`} {
+		path := filepath.Join(t.TempDir(), "events.jsonl")
+		require.NoError(t, os.WriteFile(path, []byte(tail), 0o600))
+		s := openStore(t, path)
+		require.NotNil(t, s.TornTail())
+		assert.Equal(t, file.TornTail{Path: path, Line: 1, Offset: 0, Bytes: int64(len(tail))}, *s.TornTail())
+		raw, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Empty(t, raw)
+		require.NoError(t, s.Append(context.Background(), fileEvent("e1", "agg", watchdog.KindStart, 1)))
+		assert.Equal(t, uint64(1), load(t, s, "agg")[0].Seq)
 	}
 }
 
