@@ -40,12 +40,10 @@ func checkName(what, s string) error {
 		return fmt.Errorf("empty %s", what)
 	case len(s) > maxNameLen:
 		return fmt.Errorf("%s %s is %d bytes long, at most %d", what, quoteShort(s), len(s), maxNameLen)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%s %s is not valid UTF-8", what, quoteShort(s))
 	case strings.IndexByte(s, 0) >= 0:
 		return fmt.Errorf("%s %s holds a NUL byte", what, quoteShort(s))
 	}
-	return nil
+	return checkText(what, s)
 }
 
 // checkText reports free text (a reason, an error) that JSON cannot carry
