@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/termsafe"
+
 	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/eventlog"
 	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/inspect"
@@ -131,8 +133,20 @@ Examples:
 `
 
 // Main runs the watchdog command with args (without the program name) and
-// returns its exit code.
+// returns its exit code. Everything it writes to stdout and stderr passes
+// through a termsafe.Writer: no byte read from an event log or a database
+// reaches the terminal as a control sequence.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	out, errOut := termsafe.NewWriter(stdout), termsafe.NewWriter(stderr)
+	code := dispatch(args, stdin, out, errOut)
+	if err := out.Flush(); err != nil && code == ExitOK {
+		code = ExitUsage
+	}
+	_ = errOut.Flush()
+	return code
+}
+
+func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return ExitUsage

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/termsafe"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden outputs under testdata/golden")
@@ -250,6 +252,68 @@ func TestVerify(t *testing.T) {
 	for _, args := range [][]string{{"verify", "--help"}, {"help", "verify"}} {
 		if code, out, _ := run(t, "", args...); code != ExitOK || !strings.Contains(out, "at least one mismatch") {
 			t.Errorf("%q: exit %d:\n%s", args, code, out)
+		}
+	}
+}
+
+// hostileLog is a valid event log whose ids, kinds, channel names and
+// reasons carry what a terminal acts on: an OSC title change, a screen
+// clear, colours (7- and 8-bit CSI), a bidi override, and a newline that
+// would fake a session heading.
+const hostileLog = `{"event_id":"e1\u001b[2J","aggregate_id":"s\u001b]0;pwned\u0007\nsession fake","event_kind":"runtime.watchdog.start","window":1,"session_started_at":"2026-05-23T09:00:00Z","window_started_at":"2026-05-23T09:00:00Z","occurred_at":"2026-05-23T09:00:00Z","configured_budget_seconds":60}
+{"event_id":"e2","aggregate_id":"s\u001b]0;pwned\u0007\nsession fake","event_kind":"runtime.watchdog.\u009b31m\u202eevil","window":1,"reason":"\u001b[31mred\t\u2028","occurred_at":"2026-05-23T09:00:01Z","evidence_summary":[{"channel":"std\u001b[5mout","last_at":"2026-05-23T09:00:00Z","age_seconds":1}]}
+`
+
+// termClean fails t when out holds a control character other than newline
+// and tab, a bidi control, or invalid UTF-8.
+func termClean(t *testing.T, what, out string) {
+	t.Helper()
+	if fields := strings.NewReplacer("\n", "", "\t", "").Replace(out); termsafe.String(fields) != fields {
+		t.Errorf("%s reaches the terminal raw:\n%q", what, out)
+	}
+}
+
+// No byte of a hostile log reaches the terminal as a control sequence, in
+// any output of inspect or verify, and no field fakes a line.
+func TestHostileLogReachesTheTerminalEscaped(t *testing.T) {
+	for _, args := range [][]string{{"inspect", "-"}, {"inspect", "--json", "-"}, {"verify", "-"}, {"verify", "--json", "-"}} {
+		code, out, errs := run(t, hostileLog, args...)
+		if code == ExitUsage {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		termClean(t, strings.Join(args, " ")+" stdout", out)
+		termClean(t, strings.Join(args, " ")+" stderr", errs)
+		if args[0] == "inspect" && !strings.Contains(out, `\u001b]0;pwned\u0007`) {
+			t.Errorf("%v: the escaped session id is not shown:\n%s", args, out)
+		}
+	}
+	_, out, _ := run(t, hostileLog, "inspect", "-")
+	if n := strings.Count("\n"+out, "\nsession "); n != 1 {
+		t.Errorf("%d session headings for 1 session:\n%s", n, out)
+	}
+	_, out, _ = run(t, hostileLog, "inspect", "--json", "-")
+	var doc struct {
+		Sessions []struct {
+			ID string `json:"session_id"`
+		} `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Sessions) != 1 || doc.Sessions[0].ID != "s\x1b]0;pwned\x07\nsession fake" {
+		t.Errorf("the escaped JSON does not decode to the recorded id: %v %+v", err, doc)
+	}
+}
+
+// An error that quotes the log's bytes (a line that is not JSON) quotes
+// them escaped.
+func TestErrorsQuotingALogReachTheTerminalEscaped(t *testing.T) {
+	for _, cmd := range []string{"inspect", "verify"} {
+		code, out, errs := run(t, "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202e not json\n", cmd, "-")
+		if code != ExitUsage {
+			t.Errorf("%s: exit %d, want %d", cmd, code, ExitUsage)
+		}
+		termClean(t, cmd+" stdout", out)
+		termClean(t, cmd+" stderr", errs)
+		if !strings.Contains(errs, `not a JSON object: "\x1b]0;pwned`) {
+			t.Errorf("%s: the error does not show the escaped line: %q", cmd, errs)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/eventlog"
+	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/termsafe"
 )
 
 func load(t testing.TB, name string) []watchdog.Event {
@@ -291,6 +292,7 @@ func FuzzRender(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	f.Add([]byte(`[{"event_id":"a\u001b[2J","aggregate_id":"s\u001b]0;pwned\u0007\nsession fake","event_kind":"runtime.watchdog.\u009b31m\u202e","window":1,"reason":"\t\u2028","occurred_at":"2026-05-23T09:00:00Z","evidence_summary":[{"channel":"std\u001bout","last_at":"2026-05-23T09:00:00Z"}]}]`))
 	f.Add([]byte(`[{"event_id":"a","aggregate_id":"s","event_kind":"runtime.watchdog.verdict","window":1,"rule":"idle","limit_seconds":1e300,"measure_seconds":-1e300,"configured_budget_seconds":1e308,"occurred_at":"0001-01-01T00:00:00Z","evidence_summary":[{"channel":"stdout","last_at":"9999-12-31T23:59:59Z","age_seconds":1e308}]}]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var evs []watchdog.Event
@@ -307,6 +309,15 @@ func FuzzRender(f *testing.F) {
 		var buf bytes.Buffer
 		if err := WriteText(&buf, r); err != nil {
 			t.Fatal(err)
+		}
+		// The text holds no control character but its own newlines and
+		// tabs, and no field fakes a session heading.
+		text := buf.String()
+		if fields := strings.NewReplacer("\n", "", "\t", "").Replace(text); termsafe.String(fields) != fields {
+			t.Fatalf("the text output holds control characters or invalid UTF-8: %q", text)
+		}
+		if n := strings.Count("\n"+text, "\nsession "); n != len(r.Sessions) {
+			t.Fatalf("%d session headings for %d sessions:\n%s", n, len(r.Sessions), text)
 		}
 		if err := WriteJSON(&buf, r); err != nil {
 			t.Fatal(err)

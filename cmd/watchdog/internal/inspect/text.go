@@ -6,12 +6,16 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/termsafe"
 )
 
 // WriteText writes r as a human-readable timeline per session: one line per
 // event with its instant, its offset from the session's start, its window,
 // label and summary, and under each event that carries an evidence summary
-// the age of every channel's latest evidence.
+// the age of every channel's latest evidence. Every field taken from the log
+// is escaped with termsafe.String, so the text holds no control character
+// other than its own newlines and tabs, and no field can fake a line.
 func WriteText(w io.Writer, r Report) error {
 	if len(r.Sessions) == 0 {
 		_, err := fmt.Fprintln(w, "no events match")
@@ -21,10 +25,10 @@ func WriteText(w io.Writer, r Report) error {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "session %s\n", s.ID)
+		fmt.Fprintf(w, "session %s\n", termsafe.String(s.ID))
 		fmt.Fprintf(w, "  started %s, windows %s, %d events shown", stamp(s.StartedAt), ints(s.Windows), len(s.Timeline))
 		if s.Final != "" {
-			fmt.Fprintf(w, ", ended %s", s.Final)
+			fmt.Fprintf(w, ", ended %s", termsafe.String(s.Final))
 		} else {
 			fmt.Fprint(w, ", no terminal event shown")
 		}
@@ -32,7 +36,7 @@ func WriteText(w io.Writer, r Report) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, en := range s.Timeline {
 			e := en.Event
-			fmt.Fprintf(tw, "  %s\t+%s\tw%d\t%s\t%s\n", stamp(e.OccurredAt), secs(e.OccurredAt.Sub(s.StartedAt).Seconds()), e.Window, en.Label, en.Summary)
+			fmt.Fprintf(tw, "  %s\t+%s\tw%d\t%s\t%s\n", stamp(e.OccurredAt), secs(e.OccurredAt.Sub(s.StartedAt).Seconds()), e.Window, termsafe.String(en.Label), termsafe.String(en.Summary))
 			if len(en.Ages) > 0 {
 				fmt.Fprintf(tw, "  \t\t\t\tchannel ages: %s\n", ages(en))
 			}
@@ -56,7 +60,7 @@ func ages(en Entry) string {
 		if a.Channel == en.Event.ActiveChannel {
 			mark = "*"
 		}
-		parts = append(parts, fmt.Sprintf("%s%s %s", a.Channel, mark, age))
+		parts = append(parts, fmt.Sprintf("%s%s %s", termsafe.String(a.Channel), mark, age))
 	}
 	return strings.Join(parts, ", ")
 }

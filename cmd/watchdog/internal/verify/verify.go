@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/termsafe"
+
 	"github.com/sessionwatchdog/watchdog"
 )
 
@@ -93,13 +95,13 @@ func Run(file string, events []watchdog.Event, only []string, replay ReplayFunc)
 func WriteText(w io.Writer, r Result) error {
 	for _, m := range r.Mismatches {
 		fmt.Fprintf(w, "%s: MISMATCH seq %d event %s (%s, session %q): recorded %s, re-derived %s\n",
-			r.File, m.Seq, m.EventID, m.Kind, m.SessionID, m.Recorded, m.Derived)
+			termsafe.String(r.File), m.Seq, termsafe.String(m.EventID), termsafe.String(m.Kind), m.SessionID, termsafe.String(m.Recorded), termsafe.String(m.Derived))
 	}
 	status := "ok"
 	if !r.OK() {
 		status = fmt.Sprintf("FAIL: %d mismatches", len(r.Mismatches))
 	}
-	_, err := fmt.Fprintf(w, "%s: %s (%d sessions, %d events, %d verdicts and outcomes checked)\n", r.File, status, r.Sessions, r.Events, r.Checked)
+	_, err := fmt.Fprintf(w, "%s: %s (%d sessions, %d events, %d verdicts and outcomes checked)\n", termsafe.String(r.File), status, r.Sessions, r.Events, r.Checked)
 	return err
 }
 
