@@ -90,9 +90,12 @@ func cleanText(s string) string {
 // from a field of the contract (JSON decoders such as Go's match keys
 // without regard to case) or that is not valid UTF-8.
 func checkExtra(extra map[string]json.RawMessage) error {
-	for k := range extra {
+	for k, v := range extra {
 		if err := checkText("extra field", k); err != nil {
 			return err
+		}
+		if !utf8.Valid(v) {
+			return fmt.Errorf("extra field %s: the value is not valid UTF-8 (JSON decoding would replace its bytes, so the event would not read back as written)", quoteShort(k))
 		}
 		if known := eventKeyLike(k); known != "" {
 			return fmt.Errorf("extra field %s collides with the field %q (keys are told apart without regard to case)", quoteShort(k), known)

@@ -98,6 +98,7 @@ func TestEventValidateRefusesWhatAStoreCouldNotKeep(t *testing.T) {
 		"infinity":          func(e *watchdog.Event) { e.MeasureSeconds = math.Inf(1) },
 		"extra EVENT_ID":    func(e *watchdog.Event) { e.Extra = map[string]json.RawMessage{"EVENT_ID": json.RawMessage(`"x"`)} },
 		"extra event_id":    func(e *watchdog.Event) { e.Extra = map[string]json.RawMessage{"event_id": json.RawMessage(`"x"`)} },
+		"extra not UTF-8":   func(e *watchdog.Event) { e.Extra = map[string]json.RawMessage{"note": json.RawMessage("\"bad \xff\"")} },
 		"invalid policy":    func(e *watchdog.Event) { e.Policy = &watchdog.Policy{SettleChecks: -1} },
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -85,15 +85,15 @@ func TestAnEventTooLongForAnIndexIsRefusedForGood(t *testing.T) {
 	requireRefusedForGood(t, s, bad, "54000")
 }
 
-// SQLSTATE 22021: invalid byte sequence for encoding "UTF8". Event.Validate
-// lets invalid UTF-8 inside an Extra value through (it is valid JSON to
-// encoding/json); PostgreSQL's text cannot hold it.
+// SQLSTATE 22P05: a NUL escaped inside an Extra value is valid JSON (and
+// Event.Validate lets it through), but PostgreSQL's text cannot hold it, so
+// an index an operator added on that field refuses the event.
 func TestTextTheDatabaseEncodingCannotHoldIsRefusedForGood(t *testing.T) {
-	s := storeWith(t, testPool(t))
-	bad := ev("badutf8", "a", watchdog.KindResume, 1)
-	bad.Extra = map[string]json.RawMessage{"x_note": json.RawMessage("\"bad \xff byte\"")}
+	s := storeWith(t, testPool(t), `CREATE INDEX ON %s ((event->>'x_note'))`)
+	bad := ev("nul", "a", watchdog.KindResume, 1)
+	bad.Extra = map[string]json.RawMessage{"x_note": json.RawMessage(`"a NUL \u0000 here"`)}
 	require.NoError(t, bad.Validate(), "the database refuses it, not Validate")
-	requireRefusedForGood(t, s, bad, "22021")
+	requireRefusedForGood(t, s, bad, "22P05")
 }
 
 // SQLSTATE 23514: a check constraint an operator added.
