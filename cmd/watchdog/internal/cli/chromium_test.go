@@ -3,8 +3,11 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	stdhtml "html"
 	"image"
 	"image/png"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,4 +128,199 @@ func colorStats(img image.Image) (distinct int, nonWhite float64) {
 		}
 	}
 	return len(seen), float64(n) / float64(b.Dx()*b.Dy())
+}
+
+// measureScript is appended by TestHTMLLongValuesNeitherWidenThePageNorHideTheFullValue
+// (never by the product) after the page's own script: it measures the laid
+// out page and leaves the numbers as JSON in <body data-measure>, which
+// --dump-dom then shows.
+const measureScript = `<script>
+(function () {
+  "use strict";
+  function r(el) { var b = el.getBoundingClientRect(); return {left: b.left, right: b.right, top: b.top, width: b.width}; }
+  var out = {viewport: window.innerWidth, scrollWidth: document.documentElement.scrollWidth, tables: [], boxes: [], svgs: [], texts: []};
+  var tables = document.querySelectorAll("table");
+  for (var i = 0; i < tables.length; i++) { out.tables.push(r(tables[i]).width); }
+  var boxes = document.querySelectorAll("h1, h2, p, th, td");
+  for (var i = 0; i < boxes.length; i++) {
+    var b = boxes[i];
+    out.boxes.push({tag: b.tagName, text: b.textContent.slice(0, 60), right: r(b).right, scrollWidth: b.scrollWidth, clientWidth: b.clientWidth});
+  }
+  var svgs = document.querySelectorAll("svg.chart");
+  for (var i = 0; i < svgs.length; i++) {
+    var s = r(svgs[i]), scale = s.width / svgs[i].viewBox.baseVal.width;
+    out.svgs.push({left: s.left, right: s.right, gutterRight: s.left + 120 * scale});
+    var texts = svgs[i].querySelectorAll("text");
+    for (var j = 0; j < texts.length; j++) {
+      var t = texts[j], visible = "", title = "";
+      for (var k = 0; k < t.childNodes.length; k++) {
+        if (t.childNodes[k].nodeType === 3) { visible += t.childNodes[k].nodeValue; }
+      }
+      var own = t.querySelector("title"), group = t.parentNode.querySelector(":scope > title");
+      if (own) { title = own.textContent; } else if (group) { title = group.textContent; }
+      var b = r(t);
+      out.texts.push({svg: i, cls: t.getAttribute("class") || "", visible: visible, title: title, left: b.left, right: b.right, top: b.top});
+    }
+  }
+  document.body.setAttribute("data-measure", JSON.stringify(out));
+})();
+</script>
+</body>`
+
+type pageMeasure struct {
+	Viewport    float64   `json:"viewport"`
+	ScrollWidth float64   `json:"scrollWidth"`
+	Tables      []float64 `json:"tables"`
+	Boxes       []struct {
+		Tag         string  `json:"tag"`
+		Text        string  `json:"text"`
+		Right       float64 `json:"right"`
+		ScrollWidth float64 `json:"scrollWidth"`
+		ClientWidth float64 `json:"clientWidth"`
+	} `json:"boxes"`
+	SVGs []struct {
+		Left, Right float64
+		GutterRight float64 `json:"gutterRight"`
+	} `json:"svgs"`
+	Texts []struct {
+		SVG              int    `json:"svg"`
+		Class            string `json:"cls"`
+		Visible, Title   string
+		Left, Right, Top float64
+	} `json:"texts"`
+}
+
+// A session id of 300 characters, an unknown event kind and a channel name
+// of 200 and a reason of 400, none with a space, neither widen the page
+// beyond a 1100px window nor its tables beyond their 1000px, nor push SVG
+// text out of the chart, the lane gutter, or over each other; and each full
+// value is still on the page, as wrapped text or as the hover title of its
+// shortened text.
+func TestHTMLLongValuesNeitherWidenThePageNorHideTheFullValue(t *testing.T) {
+	const fixture = "testdata/long-values.jsonl"
+	b, err := os.ReadFile(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sid, kindLabel, channel, reason string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e struct {
+			ID       string `json:"aggregate_id"`
+			Kind     string `json:"event_kind"`
+			Reason   string `json:"reason"`
+			Evidence []struct {
+				Channel string `json:"channel"`
+			} `json:"evidence_summary"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		sid = e.ID
+		if strings.HasPrefix(e.Kind, "runtime.watchdog.future_kind_") {
+			kindLabel, reason = strings.TrimPrefix(e.Kind, "runtime."), e.Reason
+		}
+		for _, ev := range e.Evidence {
+			if ev.Channel != "stdout" {
+				channel = ev.Channel
+			}
+		}
+	}
+	if len(sid) < 300 || len(kindLabel) < 150 || len(channel) < 200 || len(reason) < 400 {
+		t.Fatalf("the fixture lost its long values: id %d, kind %d, channel %d, reason %d", len(sid), len(kindLabel), len(channel), len(reason))
+	}
+
+	bin := chromium(t)
+	dir := t.TempDir()
+	page := filepath.Join(dir, "report.html")
+	if code, _, errs := run(t, "", "inspect", "--html", page, fixture); code != ExitOK {
+		t.Fatalf("inspect --html: exit %d: %s", code, errs)
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Count(html, []byte("</body>")) != 1 {
+		t.Fatal("the page has no single </body> to put the measuring script before")
+	}
+	measured := filepath.Join(dir, "measured.html")
+	if err := os.WriteFile(measured, bytes.Replace(html, []byte("</body>"), []byte(measureScript), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom := string(runChromium(t, bin, "--window-size=1100,1400", "--dump-dom", "file://"+measured))
+	m := regexp.MustCompile(`data-measure="([^"]*)"`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("the measuring script left no data-measure; DOM:\n%.2000s", dom)
+	}
+	var got pageMeasure
+	if err := json.Unmarshal([]byte(stdhtml.UnescapeString(m[1])), &got); err != nil {
+		t.Fatalf("data-measure: %v: %.500s", err, m[1])
+	}
+
+	const slack = 0.5 // sub-pixel rounding
+	maxTable := 0.0
+	for _, w := range got.Tables {
+		maxTable = math.Max(maxTable, w)
+	}
+	t.Logf("viewport %gpx, page scrollWidth %gpx, widest table %gpx", got.Viewport, got.ScrollWidth, maxTable)
+	if got.Viewport != 1100 {
+		t.Fatalf("the window is %gpx wide, want 1100", got.Viewport)
+	}
+	if got.ScrollWidth > got.Viewport+slack {
+		t.Errorf("the page is %gpx wide in a %gpx window", got.ScrollWidth, got.Viewport)
+	}
+	if len(got.Tables) != 1 || len(got.SVGs) != 1 {
+		t.Fatalf("%d tables and %d charts, want one of each", len(got.Tables), len(got.SVGs))
+	}
+	if maxTable > 1000+slack {
+		t.Errorf("a table is %gpx wide, over its 1000px", maxTable)
+	}
+	for _, b := range got.Boxes {
+		if b.ScrollWidth > b.ClientWidth+1 || b.Right > got.Viewport+slack {
+			t.Errorf("<%s> %q overflows: content %gpx in a %gpx box ending at %gpx", b.Tag, b.Text, b.ScrollWidth, b.ClientWidth, b.Right)
+		}
+	}
+	svg := got.SVGs[0]
+	var laneSeen, markerSeen bool
+	for i, tx := range got.Texts {
+		if tx.Left < svg.Left-slack || tx.Right > svg.Right+slack {
+			t.Errorf("SVG text %q spans %g..%gpx, outside the chart's %g..%gpx", tx.Visible, tx.Left, tx.Right, svg.Left, svg.Right)
+		}
+		if strings.Contains(tx.Class, "lane-label") && tx.Right > svg.GutterRight+slack {
+			t.Errorf("lane name %q ends at %gpx, past the gutter's %gpx", tx.Visible, tx.Right, svg.GutterRight)
+		}
+		if full, ok := strings.CutSuffix(tx.Visible, "…"); ok && !strings.Contains(tx.Title, full) {
+			t.Errorf("shortened SVG text %q has no title with its full value: %q", tx.Visible, tx.Title)
+		}
+		switch {
+		case strings.Contains(tx.Class, "lane-label") && strings.HasPrefix(channel, strings.TrimSuffix(tx.Visible, "…")) && tx.Visible != "":
+			laneSeen = true
+			if tx.Title != channel {
+				t.Errorf("the long channel's lane %q has title %q, want the full name", tx.Visible, tx.Title)
+			}
+		case tx.Class == "marker-label" && strings.HasPrefix(kindLabel, strings.TrimSuffix(tx.Visible, "…")):
+			markerSeen = true
+			if !strings.HasPrefix(tx.Title, kindLabel+" at ") {
+				t.Errorf("the long kind's marker %q has title %.80q, want the full kind first", tx.Visible, tx.Title)
+			}
+		}
+		for _, o := range got.Texts[:i] {
+			if tx.Class == "marker-label" && o.Class == "marker-label" && tx.Top == o.Top && tx.Left < o.Right && o.Left < tx.Right {
+				t.Errorf("marker labels %q (%g..%gpx) and %q (%g..%gpx) overlap", tx.Visible, tx.Left, tx.Right, o.Visible, o.Left, o.Right)
+			}
+		}
+	}
+	if !laneSeen || !markerSeen {
+		t.Errorf("the chart lacks the long channel's lane (%v) or the long kind's marker label (%v)", laneSeen, markerSeen)
+	}
+	// Wrapped, not cut: the table and heading hold every full value.
+	for what, want := range map[string]string{
+		"session id in the heading": ">session " + sid + "</h2>",
+		"kind in the table":         ">" + kindLabel + "</td>",
+		"channel in the ages":       channel + "* 1s",
+		"reason in the details":     "reason " + reason,
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the rendered DOM lacks the full %s", what)
+		}
+	}
 }

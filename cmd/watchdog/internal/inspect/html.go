@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sessionwatchdog/watchdog"
 )
@@ -20,6 +21,31 @@ const (
 	axisHeight  = 26.0
 	laneHeight  = 30.0
 )
+
+// Longest visible texts, in characters with the ellipsis, so that whatever
+// a log names never leaves its place on the page: a lane's name fits the
+// gutter (11px monospace from x=6), a marker's label stays about two marker
+// spacings wide (10px monospace), and a longer table label may wrap. The
+// full value is always on the page: in the SVG text's <title> (its hover
+// text) and, wrapped, in the table.
+const (
+	laneNameMax    = 16
+	markerLabelMax = 24
+	tableLabelMax  = 24
+	// monoAdvance is a monospace glyph's advance per pixel of font size,
+	// a little over the usual 0.6 so that estimates err wide.
+	monoAdvance = 0.62
+)
+
+// shorten returns s cut to at most max characters, ending in an ellipsis
+// when it was cut, and whether it was.
+func shorten(s string, max int) (string, bool) {
+	if utf8.RuneCountInString(s) <= max {
+		return s, false
+	}
+	r := []rune(s)
+	return string(r[:max-1]) + "…", true
+}
 
 // WriteHTML writes r as one self-contained HTML page: no network access and
 // no external assets, only inline CSS, SVG and a few lines of JavaScript.
@@ -66,7 +92,8 @@ type tick struct {
 
 type lane struct {
 	Y, Mid float64
-	Name   string
+	Name   string // shown, shortened to fit the gutter
+	Full   string // the whole name when Name is shortened
 	Class  string
 }
 
@@ -92,7 +119,8 @@ type marker struct {
 	X, Y   float64
 	Shape  string // "circle", "diamond", "triangle", "square", "cross"
 	Class  string
-	Label  string // drawn under the marker when non-empty
+	Label  string // drawn under the marker when non-empty, shortened
+	LabelX float64
 	LabelY float64
 	Title  string
 	Row    string
@@ -104,6 +132,7 @@ type row struct {
 	Offset  string
 	Window  int
 	Label   string
+	Long    bool // Label is long: it may wrap in its cell
 	Class   string
 	Summary string
 	Ages    string
@@ -169,7 +198,11 @@ func chartOf(idx int, s Session) htmlSession {
 	laneY := map[string]float64{}
 	for i, n := range names {
 		y := axisHeight + float64(i)*laneHeight
-		h.Lanes = append(h.Lanes, lane{Y: y, Mid: y + laneHeight/2, Name: n, Class: classes[i]})
+		l := lane{Y: y, Mid: y + laneHeight/2, Name: n, Class: classes[i]}
+		if short, cut := shorten(n, laneNameMax); cut {
+			l.Name, l.Full = short, n
+		}
+		h.Lanes = append(h.Lanes, l)
 		laneY[n] = y
 	}
 	h.Height = axisHeight + float64(len(names))*laneHeight + 8
@@ -306,8 +339,9 @@ func chartOf(idx int, s Session) htmlSession {
 	// Markers and table rows.
 	ey := laneY["events"] + laneHeight/2
 	// Labels go under their marker, or above it when the label before
-	// would overlap.
+	// would overlap: closer than 75 units, or than their half widths.
 	lastLabelX := [2]float64{math.Inf(-1), math.Inf(-1)}
+	lastHalf := [2]float64{}
 	labelY := [2]float64{ey + 17, ey - 9}
 	for j, en := range s.Timeline {
 		e := en.Event
@@ -316,21 +350,27 @@ func chartOf(idx int, s Session) htmlSession {
 		m := marker{X: x(e.OccurredAt), Y: ey, Shape: shape, Class: class, Row: rowID,
 			Title: fmt.Sprintf("%s at %s: %s", en.Label, stamp(e.OccurredAt), en.Summary)}
 		if e.Kind != watchdog.KindVerdict {
-			m.Label = en.Label
+			m.Label, _ = shorten(en.Label, markerLabelMax)
+			// Centred under the marker, but kept inside the chart.
+			half := float64(utf8.RuneCountInString(m.Label)) * 10 * monoAdvance / 2
+			m.LabelX = round2(math.Max(half+2, math.Min(chartWidth-half-2, m.X)))
+			tooClose := func(slot int) bool {
+				return m.LabelX-lastLabelX[slot] < math.Max(75, half+lastHalf[slot]+6)
+			}
 			slot := 0
-			if m.X-lastLabelX[0] < 75 {
+			if tooClose(0) {
 				slot = 1
-				if m.X-lastLabelX[1] < 75 {
+				if tooClose(1) {
 					slot = 0
 				}
 			}
-			lastLabelX[slot] = m.X
+			lastLabelX[slot], lastHalf[slot] = m.LabelX, half
 			m.LabelY = labelY[slot]
 		}
 		h.Markers = append(h.Markers, m)
 		h.Rows = append(h.Rows, row{
 			ID: rowID, At: stamp(e.OccurredAt), Offset: "+" + secs(e.OccurredAt.Sub(origin).Seconds()),
-			Window: e.Window, Label: en.Label, Class: class, Summary: en.Summary, Ages: agesOrEmpty(en),
+			Window: e.Window, Label: en.Label, Long: utf8.RuneCountInString(en.Label) > tableLabelMax, Class: class, Summary: en.Summary, Ages: agesOrEmpty(en),
 		})
 	}
 	return h
@@ -428,9 +468,9 @@ const pageHTML = `<!DOCTYPE html>
 <title>watchdog inspect: {{.Source}}</title>
 <style>
 body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #1d2330; background: #fff; }
-h1 { font-size: 20px; margin: 0 0 4px; }
-h2 { font-size: 16px; margin: 28px 0 2px; font-family: ui-monospace, monospace; }
-.meta { color: #5a6272; margin: 0 0 8px; }
+h1 { font-size: 20px; margin: 0 0 4px; overflow-wrap: anywhere; }
+h2 { font-size: 16px; margin: 28px 0 2px; font-family: ui-monospace, monospace; overflow-wrap: anywhere; }
+.meta { color: #5a6272; margin: 0 0 8px; overflow-wrap: anywhere; }
 svg.chart { width: 100%; max-width: 1000px; height: auto; border: 1px solid #d9dde5; border-radius: 4px; background: #fbfcfe; display: block; }
 .lane-label { font: 11px ui-monospace, monospace; fill: #39404d; }
 .lane-sep { stroke: #e3e6ec; }
@@ -454,6 +494,7 @@ table { border-collapse: collapse; margin-top: 10px; width: 100%; max-width: 100
 th, td { text-align: left; padding: 3px 6px; border-bottom: 1px solid #eceef2; vertical-align: top; overflow-wrap: anywhere; }
 th { background: #f3f5f8; white-space: nowrap; overflow-wrap: normal; }
 td.mono, th.mono { font-family: ui-monospace, monospace; white-space: nowrap; }
+td.mono.long { white-space: normal; }
 td.ages { color: #5a6272; }
 tr.hl { background: #fff6d6; }
 .legend span { margin-right: 14px; white-space: nowrap; }
@@ -488,16 +529,16 @@ tr.hl { background: #fff6d6; }
 <p class="meta">started {{$s.Started}}; channels: {{$s.Channels}}; ended {{$s.Final}}</p>
 <svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {{$s.Width}} {{$s.Height}}" role="img" aria-label="timeline of session {{$s.ID}}">
 {{range $s.Ticks}}<g class="tick"><line x1="{{.X}}" y1="18" x2="{{.X}}" y2="{{sub $s.Height 8}}"></line><text x="{{.X}}" y="13" text-anchor="middle">{{.Label}}</text></g>
-{{end}}{{range $s.Lanes}}<line class="lane-sep" x1="0" y1="{{.Y}}" x2="{{$s.Width}}" y2="{{.Y}}"></line><text class="lane-label {{.Class}}" x="6" y="{{add .Mid 4}}">{{.Name}}</text>
+{{end}}{{range $s.Lanes}}<line class="lane-sep" x1="0" y1="{{.Y}}" x2="{{$s.Width}}" y2="{{.Y}}"></line><text class="lane-label {{.Class}}" x="6" y="{{add .Mid 4}}">{{if .Full}}<title>{{.Full}}</title>{{end}}{{.Name}}</text>
 {{end}}{{range $s.Bands}}<rect class="{{.Class}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" rx="2"><title>{{.Title}}</title></rect>
 {{end}}{{range $s.Lines}}<g><line class="{{.Class}}" x1="{{.X}}" y1="{{.Y1}}" x2="{{.X}}" y2="{{.Y2}}"></line><text class="vlabel" x="{{add .X 3}}" y="{{sub .Y2 4}}">{{.Label}}</text><title>{{.Title}}</title></g>
 {{end}}{{range $s.Marks}}<circle class="mark" cx="{{.X}}" cy="{{.Y}}" r="4"><title>{{.Title}}</title></circle>
-{{end}}{{range $s.Markers}}<g class="marker {{.Class}}" data-row="{{.Row}}"><title>{{.Title}}</title>{{if eq .Shape "circle"}}<circle cx="{{.X}}" cy="{{.Y}}" r="6"></circle>{{else if eq .Shape "diamond"}}<polygon points="{{diamond .X .Y}}"></polygon>{{else if eq .Shape "triangle"}}<polygon points="{{triangle .X .Y}}"></polygon>{{else if eq .Shape "square"}}<rect x="{{sub .X 6}}" y="{{sub .Y 6}}" width="12" height="12"></rect>{{else}}<path d="M{{sub .X 6}},{{sub .Y 6}} L{{add .X 6}},{{add .Y 6}} M{{add .X 6}},{{sub .Y 6}} L{{sub .X 6}},{{add .Y 6}}"></path>{{end}}{{if .Label}}<text x="{{.X}}" y="{{.LabelY}}" text-anchor="middle" class="marker-label">{{.Label}}</text>{{end}}</g>
+{{end}}{{range $s.Markers}}<g class="marker {{.Class}}" data-row="{{.Row}}"><title>{{.Title}}</title>{{if eq .Shape "circle"}}<circle cx="{{.X}}" cy="{{.Y}}" r="6"></circle>{{else if eq .Shape "diamond"}}<polygon points="{{diamond .X .Y}}"></polygon>{{else if eq .Shape "triangle"}}<polygon points="{{triangle .X .Y}}"></polygon>{{else if eq .Shape "square"}}<rect x="{{sub .X 6}}" y="{{sub .Y 6}}" width="12" height="12"></rect>{{else}}<path d="M{{sub .X 6}},{{sub .Y 6}} L{{add .X 6}},{{add .Y 6}} M{{add .X 6}},{{sub .Y 6}} L{{sub .X 6}},{{add .Y 6}}"></path>{{end}}{{if .Label}}<text x="{{.LabelX}}" y="{{.LabelY}}" text-anchor="middle" class="marker-label">{{.Label}}</text>{{end}}</g>
 {{end}}</svg>
 <table>
 <thead><tr><th class="mono">time (UTC)</th><th class="mono">offset</th><th>win</th><th>event</th><th>details</th><th>channel ages (* = active)</th></tr></thead>
 <tbody>
-{{range $s.Rows}}<tr id="{{.ID}}" class="{{.Class}}-row"><td class="mono">{{.At}}</td><td class="mono">{{.Offset}}</td><td>{{.Window}}</td><td class="mono label">{{.Label}}</td><td>{{.Summary}}</td><td class="ages">{{.Ages}}</td></tr>
+{{range $s.Rows}}<tr id="{{.ID}}" class="{{.Class}}-row"><td class="mono">{{.At}}</td><td class="mono">{{.Offset}}</td><td>{{.Window}}</td><td class="mono label{{if .Long}} long{{end}}">{{.Label}}</td><td>{{.Summary}}</td><td class="ages">{{.Ages}}</td></tr>
 {{end}}</tbody>
 </table>
 </section>
