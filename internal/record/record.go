@@ -89,13 +89,20 @@ const maxAbandoned = 16
 // within Config.AppendTimeout.
 var ErrAppendTimeout = errors.New("store Append did not return in time")
 
-// slot is a queued item and how many of its events are recorded.
+// slot is a queued item and how many of its events are recorded. Slots
+// live on the heap, so that a lane's slots can be chained: Pending reads a
+// lane's items without scanning the queue (its cost does not grow with the
+// backlog of other lanes).
 type slot[T any] struct {
 	v     T
 	done  int
-	box   *box[T] // while open for coalescing: the latest item it stands for (see Push)
-	taken uint64  // box.n when the drain took the slot
+	box   *box[T]  // while open for coalescing: the latest item it stands for (see Push)
+	taken uint64   // box.n when the drain took the slot
+	next  *slot[T] // the lane's next queued slot
 }
+
+// chain is a lane's queued slots, in order.
+type chain[T any] struct{ first, last *slot[T] }
 
 // box holds the latest item an open slot stands for, and how many items
 // were folded into it.
@@ -120,8 +127,12 @@ type Recorder[T, E any] struct {
 	Worker
 
 	mu      sync.Mutex
-	q       queue[slot[T]]
-	lanes   map[string]*lane // lanes backing off after a failed append
+	q       queue[*slot[T]]
+	slab    []slot[T]           // slots not handed out yet
+	free    []*slot[T]          // recorded slots, cleared, for reuse
+	chains  map[string]chain[T] // per lane: its queued slots (maybe none)
+	chained int                 // lanes with queued slots
+	lanes   map[string]*lane    // lanes backing off after a failed append
 	refused []error
 	gaveUp  bool               // Close gave up waiting for the goroutine (an Append that never returns)
 	open    map[string]*box[T] // per lane, the box of its slot open for coalescing
@@ -164,6 +175,9 @@ type progress struct {
 // batchLen is how many items a drain takes per round trip on the lock.
 const batchLen = 64
 
+// slabLen is how many slots are allocated at once.
+const slabLen = 64
+
 // New returns a recorder; start its goroutine with Run.
 func New[T, E any](c Config[T, E]) *Recorder[T, E] {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -193,7 +207,7 @@ func (r *Recorder[T, E]) Push(items ...T) {
 				continue
 			}
 		}
-		r.q.push(slot[T]{v: items[i]})
+		r.pushLocked(items[i], nil)
 	}
 	r.mu.Unlock()
 	if started {
@@ -226,8 +240,80 @@ func (r *Recorder[T, E]) coalesceLocked(t *T) (done, first bool) {
 	b := &box[T]{v: *t}
 	first = len(r.open) == 0
 	r.open[id] = b
-	r.q.push(slot[T]{v: *t, box: b})
+	r.pushLocked(*t, b)
 	return true, first
+}
+
+// pushLocked queues v (with its box, if open for coalescing) in a slot, at
+// the end of the queue and of its lane's chain. Slots are reused: a
+// recorded one is cleared and kept (at most slabLen of them) for the next
+// push; new ones are allocated slabLen at a time. Called with r.mu held.
+func (r *Recorder[T, E]) pushLocked(v T, b *box[T]) {
+	var s *slot[T]
+	if n := len(r.free); n > 0 {
+		s, r.free = r.free[n-1], r.free[:n-1]
+	} else {
+		if len(r.slab) == 0 {
+			r.slab = make([]slot[T], slabLen)
+		}
+		s, r.slab = &r.slab[0], r.slab[1:]
+	}
+	s.v, s.box = v, b
+	r.q.push(s)
+	if r.chains == nil {
+		r.chains = make(map[string]chain[T])
+	}
+	id := r.c.Lane(&s.v)
+	c := r.chains[id]
+	if c.last != nil {
+		c.last.next = s
+	} else {
+		c.first = s
+		r.chained++
+	}
+	c.last = s
+	r.chains[id] = c
+}
+
+// unchainLocked removes s from its lane's chain. A lane's slots leave in
+// order, so s is its chain's first but for an unforeseen case, handled by
+// a walk. Called with r.mu held.
+func (r *Recorder[T, E]) unchainLocked(s *slot[T]) {
+	id := r.c.Lane(&s.v)
+	c := r.chains[id]
+	if c.first == s {
+		c.first = s.next
+	} else {
+		p := c.first
+		for p != nil && p.next != s {
+			p = p.next
+		}
+		if p == nil {
+			return
+		}
+		p.next = s.next
+		if c.last == s {
+			c.last = p
+		}
+	}
+	s.next = nil
+	if c.first == nil {
+		c.last = nil
+		r.chained--
+	}
+	r.chains[id] = c
+	// An emptied chain stays in the map (deleting every lane's entry as it
+	// empties leaves the map's probe sequences long): the map is rebuilt
+	// with the lanes that have slots once most of its entries are empty.
+	if len(r.chains) > 2*r.chained+1024 {
+		m := make(map[string]chain[T], 2*r.chained)
+		for k, c := range r.chains {
+			if c.first != nil {
+				m[k] = c
+			}
+		}
+		r.chains = m
+	}
 }
 
 // Coalesced is how many items were folded into a later one (see Push).
@@ -245,13 +331,10 @@ func (r *Recorder[T, E]) Pending(lane string) []E {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []E
-	for i := r.q.head; i < r.q.end; i++ {
-		s := r.q.at(i)
-		if r.c.Lane(s.item()) == lane {
-			n := len(out)
-			out = r.c.Expand(out, s.item())
-			out = append(out[:n], out[n+s.done:]...)
-		}
+	for s := r.chains[lane].first; s != nil; s = s.next {
+		n := len(out)
+		out = r.c.Expand(out, s.item())
+		out = append(out[:n], out[n+s.done:]...)
 	}
 	return out
 }
@@ -296,7 +379,7 @@ func (r *Recorder[T, E]) drain() {
 		}
 		r.batch, r.at = r.batch[:0], r.at[:0]
 		for ; i < r.q.end && len(r.batch) < batchLen; i++ {
-			if s := r.q.at(i); len(r.lanes) == 0 || r.ready(r.c.Lane(s.item()), now) {
+			if s := *r.q.at(i); len(r.lanes) == 0 || r.ready(r.c.Lane(s.item()), now) {
 				if s.box != nil { // the drain reads v, outside the lock
 					s.v, s.taken = s.box.v, s.box.n
 				}
@@ -331,14 +414,15 @@ func (r *Recorder[T, E]) drain() {
 			return
 		}
 		for _, p := range r.progress {
-			s := r.q.at(p.pos)
+			s := *r.q.at(p.pos)
 			s.done = p.done
 			if l := r.lanes[r.c.Lane(&s.v)]; l != nil && !now.Before(l.retryAt) {
 				delete(r.lanes, r.c.Lane(&s.v)) // it moved, and nothing of it failed since
 			}
 		}
 		for _, p := range r.progress {
-			if s := r.q.at(p.pos); p.all && s.box != nil {
+			s := *r.q.at(p.pos)
+			if p.all && s.box != nil {
 				if s.box.n != s.taken { // a later item was folded in meanwhile
 					s.done = 0
 					r.retake = true
@@ -352,6 +436,11 @@ func (r *Recorder[T, E]) drain() {
 				// Removing a position moves only the items before it, so
 				// the later positions of the batch still hold.
 				r.q.remove(p.pos)
+				r.unchainLocked(s)
+				*s = slot[T]{}
+				if len(r.free) < slabLen {
+					r.free = append(r.free, s)
+				}
 			}
 		}
 		r.mu.Unlock()
@@ -361,6 +450,9 @@ func (r *Recorder[T, E]) drain() {
 	}
 	r.mu.Lock()
 	r.q.compact()
+	if r.chained == 0 && len(r.chains) > 1024 { // a burst is over: free its map
+		r.chains = nil
+	}
 	retake := r.retake
 	r.retake = false
 	r.mu.Unlock()
@@ -561,14 +653,15 @@ func (r *Recorder[T, E]) Close(ctx context.Context, notRecorded error) error {
 	r.gaveUp = stuck
 	var pend []pendingEvent
 	for i := r.q.head; i < r.q.end; i++ {
-		s := r.q.at(i)
+		s := *r.q.at(i)
 		id := r.c.Lane(s.item())
 		evs := r.c.Expand(nil, s.item())
 		for _, e := range evs[s.done:] {
 			pend = append(pend, pendingEvent{id, e})
 		}
 	}
-	r.q = queue[slot[T]]{}
+	r.q = queue[*slot[T]]{}
+	r.chains, r.chained = nil, 0
 	r.open = nil
 	lanes := r.lanes
 	if !stuck { // the last attempts start afresh; a stuck goroutine may still read lanes

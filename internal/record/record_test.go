@@ -288,3 +288,30 @@ func TestAnOpenSlotKeepsTheItemsFoldedWhileItWasBeingAppended(t *testing.T) {
 	require.Zero(t, r.Len())
 	require.Equal(t, int64(2), r.Coalesced())
 }
+
+// Pending reads a lane's queued events from the lane's own chain: it stays
+// exact while other lanes' items are recorded around a lane that backs off,
+// and the index forgets the lanes whose items are all recorded.
+func TestPendingStaysExactWhileOtherLanesDrainAroundABackingOffLane(t *testing.T) {
+	mock := clock.NewMock()
+	st := &orderStore{fail: map[string]int{"A1": 1}}
+	r := newTestRecorder(st, mock)
+	r.Push(one("A1", "a"))
+	for i := range 3000 {
+		r.Push(one(fmt.Sprint("X", i), fmt.Sprint("x", i)))
+	}
+	r.Push(one("A2", "a"), one("B1", "b"))
+	require.Equal(t, []ev{{"X7", "x7"}}, r.Pending("x7"))
+
+	r.drain()
+	require.Equal(t, []ev{{"A1", "a"}, {"A2", "a"}}, r.Pending("a"), "A1 failed: a's events wait, in order")
+	require.Empty(t, r.Pending("x7"))
+	require.Empty(t, r.Pending("b"))
+	require.Equal(t, 2, r.Len())
+	require.LessOrEqual(t, len(r.chains), 2*r.chained+1024, "emptied lanes are forgotten")
+
+	mock.Add(time.Hour)
+	r.drain()
+	require.Empty(t, r.Pending("a"))
+	require.Equal(t, 0, r.Len())
+}
