@@ -255,8 +255,11 @@ func (w *Watchdog) Start(ctx context.Context, id string, startedAt time.Time, p 
 // session_started_at and the last window from the store (and from this
 // Watchdog's events not recorded yet), so the budget survives a process
 // restart with no extra state. If the last window has no terminal event the
-// session continues it, with its original start; if it ended (a cancel or a
-// stop) Resume opens the next window, starting now. It records a resume event
+// session continues it, with its original start and under the policy
+// recorded for it (p is then validated but applies from the next window: a
+// supervisor configured differently never changes a running budget; a
+// differing p is logged); if it ended (a cancel or a stop) Resume opens the
+// next window under p, starting now. It records a resume event
 // and arms the scheduler before it returns. Resume does not judge whether a
 // session should go on (see Result.Resumable): a session that outran its
 // ceiling is cancelled again at once, since the ceiling counts from the
@@ -297,6 +300,7 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 	seen := make(map[string]bool, len(loaded))
 	last, ended := 0, false
 	var lastWindowStart time.Time
+	var recorded *Policy // the last window's policy, from its start or resume record
 	for _, evs := range [][]Event{loaded, pending} {
 		for _, e := range evs {
 			if seen[e.ID] {
@@ -312,9 +316,12 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 				s.sessionStartedAt = e.SessionStartedAt.UTC()
 			}
 			if e.Window > last {
-				last, ended = e.Window, false
+				last, ended, recorded = e.Window, false, nil
 			}
 			if e.Window == last {
+				if e.Policy != nil && (e.Kind == KindStart || e.Kind == KindResume) {
+					recorded = e.Policy
+				}
 				lastWindowStart = e.WindowStartedAt
 				if e.Terminal() {
 					ended = true
@@ -342,6 +349,12 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 	s.windowStartedAt = lastWindowStart.UTC()
 	if fresh {
 		s.windowStartedAt = w.now()
+	} else if recorded != nil && !recorded.same(&p) {
+		// An open window keeps the policy it was opened with: a supervisor
+		// configured differently does not silently change a running budget.
+		w.log.Warn("watchdog: resume continues the open window under its recorded policy; the policy passed applies from the session's next window",
+			zap.String("session_id", id), zap.Int("window", window))
+		s.usePolicy(*recorded)
 	}
 	if err := w.activate(s, KindResume, true); err != nil {
 		s.cancel(err)
@@ -351,20 +364,26 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 }
 
 func (w *Watchdog) newSession(ctx context.Context, id string, p Policy) *Session {
-	s := &Session{w: w, id: id, cfg: w.config(p)}
+	s := &Session{w: w, id: id}
 	s.vctx = sessionCtx{ctx, s}
 	s.since = math.MinInt64
+	s.usePolicy(p)
+	s.ctx, s.cancel = context.WithCancelCause(&s.vctx)
+	s.item.Value = s
+	return s
+}
+
+// usePolicy sets the session's policy and its channels' state. Called
+// before the session is shared (Touch reads rare.evx without the lock).
+func (s *Session) usePolicy(p Policy) {
+	s.cfg = s.w.config(p)
+	s.rare = nil
 	if len(p.Channels) > 0 {
-		// Touch reads rare.evx without the lock: rare is set here, before
-		// the session is shared, and never replaced.
 		s.rare = &sessionRare{evx: make([]chanState, len(p.Channels))}
 	}
 	for i := range s.numChannels() {
 		s.chanAt(Channel(i)).last.Store(decide.Never)
 	}
-	s.ctx, s.cancel = context.WithCancelCause(&s.vctx)
-	s.item.Value = s
-	return s
 }
 
 type sessionKey struct{}

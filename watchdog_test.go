@@ -221,6 +221,45 @@ func TestResumeAfterTheCancelOpensAFreshWindowAtTheResumeMoment(t *testing.T) {
 	assert.Equal(t, resumeAt, evs[5].WindowStartedAt)
 }
 
+// An open window keeps the policy it was opened with: a supervisor that
+// resumes it with another policy does not change its running budget (the
+// log then replays clean), and the policy passed applies from the next
+// window.
+func TestResumeContinuesAnOpenWindowUnderItsRecordedPolicy(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	opened := watchdog.Policy{WallClock: 10 * time.Second}
+	other := watchdog.Policy{WallClock: time.Hour, SettleChecks: 5}
+
+	w1 := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(store))
+	_, err := w1.Start(context.Background(), "s", t0, opened)
+	require.NoError(t, err)
+	advance(t, mock, 4*time.Second, w1)
+	require.NoError(t, w1.Close(context.Background()))
+
+	w2 := newWatchdog(t, mock, store)
+	s, err := w2.Resume(context.Background(), "s", other)
+	require.NoError(t, err)
+	assert.Equal(t, t0.Add(10*time.Second), s.Deadline(), "the open window's recorded budget")
+	advance(t, mock, 6*time.Second+time.Nanosecond, w2)
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
+
+	s2, err := w2.Resume(context.Background(), "s", other)
+	require.NoError(t, err)
+	assert.Equal(t, 2, s2.Window())
+	assert.Equal(t, s2.WindowStartedAt().Add(time.Hour), s2.Deadline(), "a new window takes the policy passed")
+	require.NoError(t, s2.Stop())
+	require.NoError(t, w2.Close(context.Background()))
+
+	evs := load(t, store, "s")
+	require.Equal(t, []string{watchdog.KindStart, watchdog.KindResume, watchdog.KindDecision, watchdog.KindCancel, watchdog.KindResume, watchdog.KindStop}, kinds(evs))
+	assert.Equal(t, opened, *evs[1].Policy, "the resume records the policy in effect")
+	assert.Equal(t, other, *evs[4].Policy)
+	ms, err := watchdog.Replay(evs)
+	require.NoError(t, err)
+	assert.Empty(t, ms)
+}
+
 // A cancel that this Watchdog has not managed to record yet still counts:
 // resuming in the same process opens the next window instead of firing again.
 func TestResumeSeesThisWatchdogsUnrecordedCancel(t *testing.T) {
