@@ -291,6 +291,29 @@ func TestStartupGraceDelaysTheIdleRuleUntilFirstOutput(t *testing.T) {
 	require.ErrorIs(t, context.Cause(quiet.Context()), watchdog.ErrIdleExceeded)
 }
 
+// The startup grace counts from the window's start: a supervisor restarted
+// in the middle of it resumes the window with what is left of the grace,
+// not a fresh one.
+func TestResumeDoesNotGrantTheStartupGraceAgain(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	p := idlePolicy()
+	p.StartupGrace = 30 * time.Second
+	w1 := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(store))
+	_, err := w1.Start(context.Background(), "quiet", t0, p)
+	require.NoError(t, err)
+	advance(t, mock, 20*time.Second, w1)
+	require.NoError(t, w1.Close(context.Background())) // the supervisor restarts
+
+	w2 := newWatchdog(t, mock, store)
+	s, err := w2.Resume(context.Background(), "quiet", p)
+	require.NoError(t, err)
+	advance(t, mock, 20*time.Second, w2) // t=40s
+	require.NoError(t, s.Context().Err(), "grace until 30 s + idle window 10 s")
+	advance(t, mock, 1, w2)
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrIdleExceeded, "not at 60 s: the grace was not granted again")
+}
+
 func TestIdleDeferralCapIsFatalEvenWithEvidence(t *testing.T) {
 	mock := newMock()
 	w := newWatchdog(t, mock, watchdog.NewMemoryStore())

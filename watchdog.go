@@ -436,8 +436,10 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 	}
 	s.state.Store(stateRunning)
 	s.since = toNanos(now)
-	if g := s.cfg.limits.StartupGrace; g > 0 {
-		s.rw().graceUntil = now.UTC().Add(g)
+	if g := s.cfg.limits.StartupGrace; g > 0 && s.windowStartedAt.Add(g).After(now) {
+		// From the window's start: a resume of an open window, after a
+		// restart, does not grant the grace again.
+		s.rw().graceUntil = s.windowStartedAt.Add(g)
 	}
 	v := decide.Decide(s.cfg.limits, s.snapshotLocked(), now)
 	due := toNanos(v.Next)
