@@ -36,6 +36,10 @@ var (
 	// ErrSessionStopped is the cause of a session context cancelled because
 	// the session was stopped (Stop, or Run's function returned).
 	ErrSessionStopped = errors.New("watchdog: session stopped")
+	// ErrSupervisorLost is the cause of a Follow context whose window passed
+	// its recorded deadline, plus FollowGrace, with no terminal event: no
+	// supervisor is deciding the session any more.
+	ErrSupervisorLost = errors.New("watchdog: supervisor lost")
 	// ErrClosed is returned by calls on a closed Watchdog, and is the cause
 	// of every session context that Close cancelled.
 	ErrClosed = errors.New("watchdog: closed")

@@ -10,6 +10,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/sessionwatchdog/watchdog/internal/decide"
 )
 
 // aggregateType is the aggregate_type of every event the Watchdog records.
@@ -449,10 +452,22 @@ type Subscriber interface {
 // ErrSessionStopped for a stop. It lets a component that did not start the
 // watch exit cleanly when the watchdog fires (cooperative cancellation).
 //
+// Follow has a backstop, so that a worker never runs on unsupervised when
+// every supervisor is gone: from the window's start or resume record it
+// knows the window's deadline (the earliest of the wall-clock budget from
+// the window's start and the session ceiling from the session's start,
+// among the rules the recorded policy acts on), and if no terminal event has
+// arrived FollowGrace after that deadline, the context ends with cause
+// ErrSupervisorLost. A window whose record carries no policy, or whose
+// absolute rules are all in shadow mode, has no backstop. The backstop reads
+// the clock given with WithClock among opts (default: the real clock), which
+// must be on the supervisors' timeline: pass the same fake clock in tests.
+// Follow ignores the other options.
+//
 // store must implement Subscriber, or Follow returns an error wrapping
 // ErrInvalidArgument. Call the returned CancelFunc when done: it ends the
 // subscription and its goroutine.
-func Follow(parent context.Context, store EventStore, sessionID string) (context.Context, context.CancelFunc, error) {
+func Follow(parent context.Context, store EventStore, sessionID string, opts ...Option) (context.Context, context.CancelFunc, error) {
 	if parent == nil {
 		return nil, nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
@@ -487,6 +502,22 @@ func Follow(parent context.Context, store EventStore, sessionID string) (context
 			cancel(causeOf(e))
 		}
 	}
+	if due, ok := windowDeadline(evs, window); ok && ctx.Err() == nil {
+		var c config
+		for _, o := range opts {
+			if o != nil {
+				o(&c)
+			}
+		}
+		if c.clock == nil {
+			c.clock = clock.New()
+		}
+		backstop := c.clock.AfterFunc(due.Add(FollowGrace).Sub(c.clock.Now()), func() {
+			cancel(fmt.Errorf("%w: session %q window %d: no terminal event %v after its deadline %s",
+				ErrSupervisorLost, sessionID, window, FollowGrace, due.UTC().Format(time.RFC3339Nano)))
+		})
+		context.AfterFunc(ctx, func() { backstop.Stop() })
+	}
 	go func() {
 		for e := range ch {
 			if e.Terminal() && e.Window >= window {
@@ -495,6 +526,35 @@ func Follow(parent context.Context, store EventStore, sessionID string) (context
 		}
 	}()
 	return ctx, stop, nil
+}
+
+// FollowGrace is how long after a window's recorded deadline Follow waits
+// for its terminal event before it gives the supervisor up
+// (ErrSupervisorLost): enough for a supervisor that fired on time to record
+// its cancel through a store that is behind.
+const FollowGrace = time.Minute
+
+// windowDeadline is the deadline of window as its start or resume records
+// say: the earliest of the absolute rules the recorded policy acts on.
+func windowDeadline(evs []Event, window int) (time.Time, bool) {
+	var due time.Time
+	for _, e := range evs {
+		if e.Window != window || e.Policy == nil || (e.Kind != KindStart && e.Kind != KindResume) ||
+			e.Policy.Validate() != nil {
+			continue
+		}
+		l := e.Policy.limits()
+		due = time.Time{}
+		if !l.Shadow.Has(decide.RuleWallClock) && !e.WindowStartedAt.IsZero() {
+			due = e.WindowStartedAt.Add(l.WallClock)
+		}
+		if c := l.SessionCeiling; c > 0 && !l.Shadow.Has(decide.RuleSessionCeiling) && !e.SessionStartedAt.IsZero() {
+			if d := e.SessionStartedAt.Add(c); due.IsZero() || d.Before(due) {
+				due = d
+			}
+		}
+	}
+	return due, !due.IsZero()
 }
 
 func secondsDuration(s float64) time.Duration {

@@ -120,7 +120,7 @@ func ExampleFollow() {
 	_ = w.Check(ctx)
 
 	// Elsewhere, in a component that only knows the session id:
-	fctx, stop, err := watchdog.Follow(ctx, store, "cli-todo")
+	fctx, stop, err := watchdog.Follow(ctx, store, "cli-todo", watchdog.WithClock(mock))
 	if err != nil {
 		panic(err)
 	}

@@ -56,6 +56,71 @@ func TestFollowLeavesNoGoroutineBehind(t *testing.T) {
 	})
 }
 
+// A follower whose supervisor is gone (its process died: the window stays
+// open in the store, with no terminal event ever coming) does not run on
+// forever: its context ends FollowGrace after the window's recorded
+// deadline, with cause ErrSupervisorLost, and not a moment before.
+func TestAFollowerWhoseSupervisorIsGoneEndsAfterTheDeadlineAndGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := watchdog.NewMemoryStore()
+		w := watchdog.New(watchdog.WithStore(store))
+		start := time.Now()
+		_, err := w.Start(context.Background(), "s", start, watchdog.Policy{WallClock: 10 * time.Second, SessionCeiling: time.Hour})
+		require.NoError(t, err)
+		synctest.Wait()
+		require.NoError(t, w.Close(context.Background())) // the supervisor goes away; the window stays open
+
+		ctx, stop, err := watchdog.Follow(context.Background(), store, "s")
+		require.NoError(t, err)
+		defer stop()
+		time.Sleep(10*time.Second + watchdog.FollowGrace - time.Nanosecond)
+		synctest.Wait()
+		require.NoError(t, ctx.Err(), "the grace has not run out")
+		<-ctx.Done()
+		assert.Equal(t, 10*time.Second+watchdog.FollowGrace, time.Since(start))
+		require.ErrorIs(t, context.Cause(ctx), watchdog.ErrSupervisorLost)
+		assert.ErrorContains(t, context.Cause(ctx), `session "s" window 1`)
+	})
+}
+
+// The backstop counts from the rules the recorded policy acts on: the
+// session ceiling when it comes first, nothing when the absolute rules only
+// advise.
+func TestTheFollowersBackstopFollowsTheRecordedPolicy(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		p    watchdog.Policy
+		want time.Duration // 0: no backstop
+	}{
+		{"ceiling first", watchdog.Policy{WallClock: time.Hour, SessionCeiling: 20 * time.Second}, 20*time.Second + watchdog.FollowGrace},
+		{"shadow only", watchdog.Policy{WallClock: 20 * time.Second, Mode: watchdog.ModeShadow}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := watchdog.NewMemoryStore()
+				w := watchdog.New(watchdog.WithStore(store))
+				start := time.Now()
+				_, err := w.Start(context.Background(), "s", start, tt.p)
+				require.NoError(t, err)
+				synctest.Wait()
+				require.NoError(t, w.Close(context.Background()))
+				ctx, stop, err := watchdog.Follow(context.Background(), store, "s")
+				require.NoError(t, err)
+				defer stop()
+				if tt.want == 0 {
+					time.Sleep(24 * time.Hour)
+					synctest.Wait()
+					require.NoError(t, ctx.Err(), "no backstop when no rule acts")
+					return
+				}
+				<-ctx.Done()
+				assert.Equal(t, tt.want, time.Since(start))
+				require.ErrorIs(t, context.Cause(ctx), watchdog.ErrSupervisorLost)
+			})
+		})
+	}
+}
+
 // A deadline earlier than the one the scheduler sleeps towards wakes it,
 // even when it is pushed while a pass is running: every session fires at
 // exactly its deadline. Sessions are started from several goroutines, each

@@ -559,7 +559,7 @@ func TestFollowerExitsWhenTheCancelIsRecorded(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, w.Check(context.Background()))
 
-	fctx, stop, err := watchdog.Follow(context.Background(), store, "s")
+	fctx, stop, err := watchdog.Follow(context.Background(), store, "s", watchdog.WithClock(mock))
 	require.NoError(t, err)
 	defer stop()
 	exited := make(chan error, 1)

@@ -292,7 +292,7 @@ func TestFileStoreSubscribeFollow(t *testing.T) {
 	_, err := w.Start(ctx, "s", t0, watchdog.Policy{WallClock: time.Second})
 	require.NoError(t, err)
 	require.NoError(t, w.Check(ctx))
-	fctx, stop, err := watchdog.Follow(ctx, store, "s")
+	fctx, stop, err := watchdog.Follow(ctx, store, "s", watchdog.WithClock(mock))
 	require.NoError(t, err)
 	defer stop()
 	advance(t, mock, 2*time.Second, w)

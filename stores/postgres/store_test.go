@@ -186,7 +186,7 @@ func TestTwoWatchdogsOnTwoPoolsRecordOneCancel(t *testing.T) {
 	assert.Equal(t, 1, s2.Window())
 	assert.Equal(t, t0, s2.WindowStartedAt(), "the open window continues")
 
-	follow, stop, err := watchdog.Follow(ctx, store2, "shared")
+	follow, stop, err := watchdog.Follow(ctx, store2, "shared", watchdog.WithClock(mock))
 	require.NoError(t, err)
 	defer stop()
 
