@@ -144,6 +144,29 @@ func (w *Watchdog) config(p Policy) *sessionConfig {
 	return c
 }
 
+func (w *Watchdog) newSession(ctx context.Context, id string, p Policy) *Session {
+	s := &Session{w: w, id: id}
+	s.vctx = sessionCtx{ctx, s}
+	s.since = math.MinInt64
+	s.usePolicy(p)
+	s.ctx, s.cancel = context.WithCancelCause(&s.vctx)
+	s.item.Value = s
+	return s
+}
+
+// usePolicy sets the session's policy and its channels' state. Called
+// before the session is shared (Touch reads rare.evx without the lock).
+func (s *Session) usePolicy(p Policy) {
+	s.cfg = s.w.config(p)
+	s.rare = nil
+	if len(p.Channels) > 0 {
+		s.rare = &sessionRare{evx: make([]chanState, len(p.Channels))}
+	}
+	for i := range s.numChannels() {
+		s.chanAt(Channel(i)).last.Store(decide.Never)
+	}
+}
+
 // sessionCtx is the session's value context, kept inside the Session to save
 // an allocation: it carries the Session for FromContext and delegates
 // everything else to the context given to Start or Resume.

@@ -363,29 +363,6 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 	return s, nil
 }
 
-func (w *Watchdog) newSession(ctx context.Context, id string, p Policy) *Session {
-	s := &Session{w: w, id: id}
-	s.vctx = sessionCtx{ctx, s}
-	s.since = math.MinInt64
-	s.usePolicy(p)
-	s.ctx, s.cancel = context.WithCancelCause(&s.vctx)
-	s.item.Value = s
-	return s
-}
-
-// usePolicy sets the session's policy and its channels' state. Called
-// before the session is shared (Touch reads rare.evx without the lock).
-func (s *Session) usePolicy(p Policy) {
-	s.cfg = s.w.config(p)
-	s.rare = nil
-	if len(p.Channels) > 0 {
-		s.rare = &sessionRare{evx: make([]chanState, len(p.Channels))}
-	}
-	for i := range s.numChannels() {
-		s.chanAt(Channel(i)).last.Store(decide.Never)
-	}
-}
-
 type sessionKey struct{}
 
 // FromContext returns the Session whose context ctx is or derives from, or
