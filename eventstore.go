@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/sessionwatchdog/watchdog/internal/decide"
 )
 
@@ -503,15 +502,7 @@ func Follow(parent context.Context, store EventStore, sessionID string, opts ...
 		}
 	}
 	if due, ok := windowDeadline(evs, window); ok && ctx.Err() == nil {
-		var c config
-		for _, o := range opts {
-			if o != nil {
-				o(&c)
-			}
-		}
-		if c.clock == nil {
-			c.clock = clock.New()
-		}
+		c := configOf(opts)
 		backstop := c.clock.AfterFunc(due.Add(FollowGrace).Sub(c.clock.Now()), func() {
 			cancel(fmt.Errorf("%w: session %q window %d: no terminal event %v after its deadline %s",
 				ErrSupervisorLost, sessionID, window, FollowGrace, due.UTC().Format(time.RFC3339Nano)))

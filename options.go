@@ -30,6 +30,20 @@ const (
 // a nil argument keeps the default.
 type Option func(*config)
 
+// configOf applies opts, in order, over the defaults (the real clock).
+func configOf(opts []Option) config {
+	c := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.clock == nil {
+		c.clock = clock.New()
+	}
+	return c
+}
+
 type config struct {
 	store    EventStore
 	clock    Clock

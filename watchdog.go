@@ -91,17 +91,9 @@ type Watchdog struct {
 // for the scheduler's timer (none inside a testing/synctest bubble). Close
 // releases all of them.
 func New(opts ...Option) *Watchdog {
-	c := defaultConfig()
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
+	c := configOf(opts)
 	if c.store == nil {
 		c.store = NewMemoryStore()
-	}
-	if c.clock == nil {
-		c.clock = clock.New()
 	}
 	var rt *time.Timer
 	var bs *backstop.Backstop
