@@ -444,12 +444,18 @@ func TestSlowStoreDoesNotDelayOtherSessionsCancels(t *testing.T) {
 	b, err := w.Start(context.Background(), "b", t0, watchdog.Policy{WallClock: 2 * time.Second})
 	require.NoError(t, err)
 
-	mock.Add(3 * time.Second) // the mock's timer callback wakes the scheduler
+	mock.Add(3 * time.Second)
+	// Check's scheduler pass decides whatever the mock's timer callbacks
+	// left due (a pass may re-arm its timer after Add moved past it); Check
+	// itself then waits for the stuck store, which the cancels must not.
+	checked := make(chan error, 1)
+	go func() { checked <- w.Check(context.Background()) }()
 	<-a.Context().Done()
 	<-b.Context().Done()
 	require.ErrorIs(t, context.Cause(b.Context()), watchdog.ErrWallClockExceeded)
 
 	close(gate)
+	require.NoError(t, <-checked)
 	require.NoError(t, w.Close(context.Background()))
 	assert.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(load(t, store, "a")))
 	assert.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(load(t, store, "b")))
