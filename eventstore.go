@@ -502,12 +502,17 @@ func Follow(parent context.Context, store EventStore, sessionID string, opts ...
 		}
 	}
 	if due, ok := windowDeadline(evs, window); ok && ctx.Err() == nil {
-		c := configOf(opts)
-		backstop := c.clock.AfterFunc(due.Add(FollowGrace).Sub(c.clock.Now()), func() {
+		lost := func() {
 			cancel(fmt.Errorf("%w: session %q window %d: no terminal event %v after its deadline %s",
 				ErrSupervisorLost, sessionID, window, FollowGrace, due.UTC().Format(time.RFC3339Nano)))
-		})
-		context.AfterFunc(ctx, func() { backstop.Stop() })
+		}
+		c := configOf(opts)
+		if d := due.Add(FollowGrace).Sub(c.clock.Now()); d <= 0 {
+			lost() // at once, also on a fake clock that fires timers only as it moves
+		} else {
+			backstop := c.clock.AfterFunc(d, lost)
+			context.AfterFunc(ctx, func() { backstop.Stop() })
+		}
 	}
 	go func() {
 		for e := range ch {

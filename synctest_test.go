@@ -80,6 +80,11 @@ func TestAFollowerWhoseSupervisorIsGoneEndsAfterTheDeadlineAndGrace(t *testing.T
 		assert.Equal(t, 10*time.Second+watchdog.FollowGrace, time.Since(start))
 		require.ErrorIs(t, context.Cause(ctx), watchdog.ErrSupervisorLost)
 		assert.ErrorContains(t, context.Cause(ctx), `session "s" window 1`)
+
+		late, stopLate, err := watchdog.Follow(context.Background(), store, "s")
+		require.NoError(t, err)
+		defer stopLate()
+		require.ErrorIs(t, context.Cause(late), watchdog.ErrSupervisorLost, "a follower that comes after the grace ends at once")
 	})
 }
 
