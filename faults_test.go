@@ -471,3 +471,27 @@ func TestAHungAppendHoldsUpOtherSessionsRecordsForItsTimeoutOnly(t *testing.T) {
 		require.NoError(t, w.Close(context.Background()))
 	})
 }
+
+// Stats says how far behind the store is: the age of the record waiting
+// longest, which a fire's records keep while they wait behind a store that
+// is down, and which falls to zero once the store takes them.
+func TestStatsSaysHowLongTheOldestRecordHasWaited(t *testing.T) {
+	mock := newMock()
+	store := newFaultyStore(1 << 30) // down
+	w := newWatchdog(t, mock, store)
+	assert.Zero(t, w.Stats().OldestQueued)
+	_, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: 10 * time.Second})
+	require.NoError(t, err)
+	advance(t, mock, 30*time.Second, w)
+	st := w.Stats()
+	assert.Equal(t, 2, st.Queued, "the start record, and the fire's (its decision and cancel)")
+	assert.Equal(t, 30*time.Second, st.OldestQueued, "the start record, queued at t0")
+
+	store.mu.Lock()
+	store.failN = 0 // the store is back
+	store.mu.Unlock()
+	advance(t, mock, time.Minute, w) // past the retry backoff
+	st = w.Stats()
+	assert.Zero(t, st.Queued)
+	assert.Zero(t, st.OldestQueued)
+}

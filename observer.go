@@ -119,6 +119,10 @@ type Stats struct {
 	// on, Start and Resume are refused and repeated CONTINUE records of a
 	// session are folded into its latest until the store catches up.
 	Queued int
+	// OldestQueued is how long the record queued longest has waited for
+	// the store, on the Watchdog's clock (0 when none waits): how far the
+	// store is behind.
+	OldestQueued time.Duration
 	// Coalesced counts the CONTINUE records folded into a later one of
 	// their session because the queue was full (never a decision or an
 	// outcome).
@@ -147,9 +151,21 @@ func (w *Watchdog) Stats() Stats {
 	w.mu.Lock()
 	sessions := w.sessions.Len()
 	w.mu.Unlock()
+	var since time.Time
+	w.rec.Oldest(func(en *entry) {
+		since = en.ev.OccurredAt
+		if en.fire != nil {
+			since = en.facts.now
+		}
+	})
+	var oldest time.Duration
+	if !since.IsZero() {
+		oldest = max(0, w.now().Sub(since))
+	}
 	return Stats{
 		Sessions:          sessions,
 		Queued:            w.rec.Len(),
+		OldestQueued:      oldest,
 		Coalesced:         w.rec.Coalesced(),
 		HungAppends:       w.rec.Hung(),
 		FailingActions:    int(w.failingActions.Load()),

@@ -50,6 +50,9 @@ const (
 	// MetricQueued is an int64 gauge, unit "{event}": records waiting for
 	// the store (Stats.Queued); from 262,144 on, new sessions are refused.
 	MetricQueued = "watchdog_queued_events"
+	// MetricOldestQueued is a float64 gauge, unit "s": how long the record
+	// queued longest has waited for the store (Stats.OldestQueued).
+	MetricOldestQueued = "watchdog_oldest_queued_seconds"
 	// MetricCoalesced is an int64 counter, unit "{event}": CONTINUE
 	// records folded into a later one while the queue was full
 	// (Stats.Coalesced).
@@ -380,6 +383,9 @@ func ObserveStats(w *watchdog.Watchdog, opts ...Option) (metric.Registration, er
 	}
 	sessions := gauge(MetricSessions, "{session}", "Windows the watchdog is watching.")
 	queued := gauge(MetricQueued, "{event}", "Records waiting for the store; new sessions are refused from 262144 on.")
+	oldest, err := meter.Float64ObservableGauge(MetricOldestQueued, metric.WithUnit("s"),
+		metric.WithDescription("How long the record queued longest has waited for the store."))
+	errs = append(errs, err)
 	coalesced := counter(MetricCoalesced, "{event}", "CONTINUE records folded into a later one while the queue was full.")
 	hung := gauge(MetricHungAppends, "{call}", "Store Appends past their timeout that have not returned.")
 	failing := gauge(MetricFailingActions, "{session}", "Sessions whose action failed and is retried after a backoff.")
@@ -393,6 +399,7 @@ func ObserveStats(w *watchdog.Watchdog, opts ...Option) (metric.Registration, er
 		st := w.Stats()
 		o.ObserveInt64(sessions, int64(st.Sessions))
 		o.ObserveInt64(queued, int64(st.Queued))
+		o.ObserveFloat64(oldest, st.OldestQueued.Seconds())
 		o.ObserveInt64(coalesced, st.Coalesced)
 		o.ObserveInt64(hung, int64(st.HungAppends))
 		o.ObserveInt64(failing, int64(st.FailingActions))
@@ -400,5 +407,5 @@ func ObserveStats(w *watchdog.Watchdog, opts ...Option) (metric.Registration, er
 		o.ObserveInt64(abandoned, st.AbandonedHandlers)
 		o.ObserveInt64(running, st.AbandonedRunning)
 		return nil
-	}, sessions, queued, coalesced, hung, failing, panics, abandoned, running)
+	}, sessions, queued, oldest, coalesced, hung, failing, panics, abandoned, running)
 }

@@ -440,13 +440,16 @@ func TestNewDefaults(t *testing.T) {
 	obs.OnEvent(watchdog.Event{Kind: watchdog.KindStart})
 }
 
-// gaugeValue is the value of an attribute-less int64 gauge or sum.
+// gaugeValue is the value of an attribute-less gauge or int64 sum.
 func gaugeValue(t *testing.T, m metricdata.Metrics) int64 {
 	t.Helper()
 	switch d := m.Data.(type) {
 	case metricdata.Gauge[int64]:
 		require.Len(t, d.DataPoints, 1, m.Name)
 		return d.DataPoints[0].Value
+	case metricdata.Gauge[float64]: // seconds, compared whole
+		require.Len(t, d.DataPoints, 1, m.Name)
+		return int64(d.DataPoints[0].Value)
 	case metricdata.Sum[int64]:
 		require.True(t, d.IsMonotonic, m.Name)
 		require.Len(t, d.DataPoints, 1, m.Name)
@@ -482,7 +485,7 @@ func TestObserveStatsExportsTheWatchdogsState(t *testing.T) {
 
 	ms := f.collect(t)
 	want := map[string]int64{
-		otelwatchdog.MetricSessions: 2, otelwatchdog.MetricQueued: 0, otelwatchdog.MetricCoalesced: 0,
+		otelwatchdog.MetricSessions: 2, otelwatchdog.MetricQueued: 0, otelwatchdog.MetricOldestQueued: 0, otelwatchdog.MetricCoalesced: 0,
 		otelwatchdog.MetricHungAppends: 0, otelwatchdog.MetricFailingActions: 0, otelwatchdog.MetricPanics: 0,
 		otelwatchdog.MetricAbandonedHandlers: 1, otelwatchdog.MetricAbandonedRunning: 1,
 	}

@@ -316,6 +316,19 @@ func (r *Recorder[T, E]) unchainLocked(s *slot[T]) {
 	}
 }
 
+// Oldest calls f with the item queued longest (its first version, for a
+// slot that coalescing folded later ones into) and reports whether there
+// is one. f runs under the recorder's lock: it must only read the item.
+func (r *Recorder[T, E]) Oldest(f func(*T)) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.q.head == r.q.end {
+		return false
+	}
+	f(&(*r.q.at(r.q.head)).v)
+	return true
+}
+
 // Coalesced is how many items were folded into a later one (see Push).
 func (r *Recorder[T, E]) Coalesced() int64 { return r.coalesced.Load() }
 
