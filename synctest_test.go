@@ -88,6 +88,54 @@ func TestAFollowerWhoseSupervisorIsGoneEndsAfterTheDeadlineAndGrace(t *testing.T
 	})
 }
 
+// A follower that starts before the supervisor's Start gets its backstop
+// from the start record when it arrives.
+func TestAFollowerThatCameFirstGetsItsBackstopFromTheStartRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := watchdog.NewMemoryStore()
+		ctx, stop, err := watchdog.Follow(context.Background(), store, "s")
+		require.NoError(t, err)
+		defer stop()
+		w := watchdog.New(watchdog.WithStore(store))
+		start := time.Now()
+		_, err = w.Start(context.Background(), "s", start, watchdog.Policy{WallClock: time.Minute})
+		require.NoError(t, err)
+		synctest.Wait()
+		require.NoError(t, w.Close(context.Background())) // the supervisor dies
+		<-ctx.Done()
+		assert.Equal(t, time.Minute+watchdog.FollowGrace, time.Since(start))
+		require.ErrorIs(t, context.Cause(ctx), watchdog.ErrSupervisorLost)
+	})
+}
+
+// A supervisor whose action fails and is retried past the deadline and
+// grace is at work: each record of the window it writes moves the backstop,
+// and the follower ends with the verdict, not ErrSupervisorLost.
+func TestAFollowerWaitsForASupervisorRetryingItsAction(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := watchdog.NewMemoryStore()
+		failures := 3
+		w := watchdog.New(watchdog.WithStore(store), watchdog.WithAction(
+			func(ctx context.Context, s *watchdog.Session, v *watchdog.VerdictError) error {
+				if failures > 0 {
+					failures--
+					time.Sleep(25 * time.Second) // a slow drain that then fails
+					return fmt.Errorf("drain failed")
+				}
+				return nil
+			}))
+		defer w.Close(context.Background())
+		_, err := w.Start(context.Background(), "s", time.Now(), watchdog.Policy{WallClock: time.Minute})
+		require.NoError(t, err)
+		synctest.Wait()
+		ctx, stop, err := watchdog.Follow(context.Background(), store, "s")
+		require.NoError(t, err)
+		defer stop()
+		<-ctx.Done()
+		require.ErrorIs(t, context.Cause(ctx), watchdog.ErrWallClockExceeded, "cause: %v", context.Cause(ctx))
+	})
+}
+
 // The backstop counts from the rules the recorded policy acts on: the
 // session ceiling when it comes first, nothing when the absolute rules only
 // advise.

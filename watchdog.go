@@ -204,7 +204,9 @@ func (w *Watchdog) Store() EventStore { return w.store }
 // Start begins watching window 1 of a new session whose session_started_at is
 // startedAt, under Policy p (zero fields mean defaults), and records a start
 // event. The session's context derives from ctx. The scheduler is armed for
-// the session's deadline before Start returns.
+// the session's deadline before Start returns. Every budget of the first
+// window counts from startedAt, the startup grace included: a session
+// started long ago has none left.
 //
 // A session id, like every name the Watchdog records (channels, rules,
 // phases, handlers), is 1 to 1,024 bytes of valid UTF-8 without a NUL byte:
@@ -247,10 +249,11 @@ func (w *Watchdog) Start(ctx context.Context, id string, startedAt time.Time, p 
 // session_started_at and the last window from the store (and from this
 // Watchdog's events not recorded yet), so the budget survives a process
 // restart with no extra state. If the last window has no terminal event the
-// session continues it, with its original start and under the policy
-// recorded for it (p is then validated but applies from the next window: a
-// supervisor configured differently never changes a running budget; a
-// differing p is logged); if it ended (a cancel or a stop) Resume opens the
+// session continues it, with its original start and under the whole policy
+// recorded for it: limits, channels, phase budgets, liveness rules and
+// modes (p is then validated but applies from the next window: a
+// supervisor configured differently never changes a running window; a
+// differing p is logged at warn level); if it ended (a cancel or a stop) Resume opens the
 // next window under p, starting now. It records a resume event
 // and arms the scheduler before it returns. Resume does not judge whether a
 // session should go on (see Result.Resumable): a session that outran its
