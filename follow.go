@@ -78,7 +78,7 @@ func Follow(parent context.Context, store EventStore, sessionID string, opts ...
 	}
 	b := &followBackstop{clock: configOf(opts).clock, id: sessionID, window: window, cancel: cancel}
 	if due, ok := windowDeadline(evs, window); ok && ctx.Err() == nil {
-		b.arm(due)
+		b.arm(window, due)
 	}
 	go func() {
 		defer b.stop()
@@ -89,7 +89,7 @@ func Follow(parent context.Context, store EventStore, sessionID string, opts ...
 				cancel(causeOf(e))
 			case e.Kind == KindStart || e.Kind == KindResume:
 				if due, ok := windowDeadline([]Event{e}, e.Window); ok {
-					b.arm(due) // the window's record came after Follow
+					b.arm(e.Window, due) // the window's record came after Follow
 				}
 			default:
 				b.alive()
@@ -114,8 +114,8 @@ type followBackstop struct {
 
 // arm sets the window's deadline and gives the supervisor up FollowGrace
 // after it.
-func (b *followBackstop) arm(due time.Time) {
-	b.due = due
+func (b *followBackstop) arm(window int, due time.Time) {
+	b.window, b.due = window, due
 	b.set(due.Add(FollowGrace))
 }
 
@@ -130,17 +130,17 @@ func (b *followBackstop) alive() {
 	}
 }
 
+// set gives the supervisor up at until.
 func (b *followBackstop) set(until time.Time) {
 	b.until = until
 	b.stop()
 	err := fmt.Errorf("%w: session %q window %d: no terminal event %v after its deadline %s",
 		ErrSupervisorLost, b.id, b.window, FollowGrace, b.due.UTC().Format(time.RFC3339Nano))
-	d := until.Sub(b.clock.Now())
-	if d <= 0 {
+	if d := until.Sub(b.clock.Now()); d > 0 {
+		b.timer = b.clock.AfterFunc(d, func() { b.cancel(err) })
+	} else {
 		b.cancel(err) // at once, also on a fake clock that fires timers only as it moves
-		return
 	}
-	b.timer = b.clock.AfterFunc(d, func() { b.cancel(err) })
 }
 
 func (b *followBackstop) stop() {
