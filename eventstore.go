@@ -433,6 +433,26 @@ type EventStore interface {
 	Load(ctx context.Context, aggregateID string) ([]Event, error)
 }
 
+// EachAppender is an optional interface of an EventStore that records a
+// batch of independent events in one call: the Watchdog's recorder then
+// writes what it has queued (events of many sessions) in one call instead
+// of one call per event. It must be safe for concurrent use.
+//
+// AppendEach records each event as an Append of that event alone would,
+// in order, and returns nil when every event is recorded (or was already
+// held), else len(events) errors, one per event, nil for each recorded. A
+// refusal affects its own event only: a terminal event for a window that
+// already has another one gets an error wrapping ErrAlreadyDecided, and an
+// event refused for good one wrapping ErrInvalidEvent, while the rest of
+// the batch is recorded. Any other error is transient, and then the later
+// events of the same aggregate must not be recorded either (they get an
+// error too), so that each session's events are recorded in order; a
+// failure of the whole call (a lost connection) gives every event its
+// error. The slice is the caller's again when AppendEach returns.
+type EachAppender interface {
+	AppendEach(ctx context.Context, events []Event) []error
+}
+
 // Subscriber is an optional interface of an EventStore: Subscribe delivers,
 // in order, every event appended for aggregateID after Subscribe returns,
 // until ctx ends; then the channel is closed. A slow reader never blocks

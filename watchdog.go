@@ -156,27 +156,28 @@ func New(opts ...Option) *Watchdog {
 	if _, memory := w.store.(*MemoryStore); !memory && rt != nil {
 		timeout = appendTimeout
 	}
+	var appendEach func(context.Context, []Event) []error
+	if ea, ok := w.store.(EachAppender); ok {
+		appendEach = ea.AppendEach
+	}
 	w.rec = record.New(record.Config[entry, Event]{
 		Append: func(ctx context.Context, events []Event) error {
 			return w.store.Append(ctx, events...)
 		},
+		AppendEach:    appendEach,
 		AppendTimeout: timeout,
 		Expand:        w.entryEvents,
 		Lane:          entryLane,
-		Classify: func(err error) record.Outcome {
-			if errors.Is(err, record.ErrAppendPanicked) {
-				uf.n.Add(1) // the recorder logs it with the failure
-			}
-			return classifyAppendError(err)
-		},
-		Name:       eventName,
-		Recorded:   onEventHook(c.obs.OnEvent, uf),
-		Coalesce:   coalescible,
-		CoalesceAt: maxQueued,
-		Clock:      c.clock,
-		Log:        c.log,
-		RetryMin:   c.retryMin,
-		RetryMax:   c.retryMax,
+		Classify:      classifyAppendError,
+		Panicked:      func() { uf.n.Add(1) }, // the recorder logs it with the failure
+		Name:          eventName,
+		Recorded:      onEventHook(c.obs.OnEvent, uf),
+		Coalesce:      coalescible,
+		CoalesceAt:    maxQueued,
+		Clock:         c.clock,
+		Log:           c.log,
+		RetryMin:      c.retryMin,
+		RetryMax:      c.retryMax,
 	})
 	if rt != nil {
 		w.rec.SetYield(w.schedulerOverdue)

@@ -17,7 +17,10 @@
 // Event.Extra, and, for a store that implements watchdog.Subscriber,
 // subscriptions that deliver every later event in order without a slow
 // reader blocking Append. Subscription subtests are skipped
-// for a store that is not a Subscriber.
+// for a store that is not a Subscriber; for a store that implements
+// watchdog.EachAppender, per-event results of AppendEach (a lost terminal
+// race or a refused event spares the rest of its batch) under racing
+// writers, skipped for a store that is not one.
 //
 // Refusals are classified per event. An event that the store can never
 // record (hostile input: text too long for an index, invalid UTF-8, a NUL
@@ -94,6 +97,12 @@ func Run(t *testing.T, newStore func(t *testing.T) watchdog.EventStore) {
 		{"SubscribeConcurrentWriters", testSubscribeConcurrent},
 		{"SubscribeSkipsRefusedBatches", testSubscribeRefused},
 		{"SubscribeEndsWithContext", testSubscribeEnds},
+		{"AppendEachRecordsEveryEvent", testEachAllRecorded},
+		{"AppendEachLostTerminalSparesTheBatch", testEachLostTerminalSparesTheBatch},
+		{"AppendEachTwoTerminalsInOneBatch", testEachTwoTerminalsInOneBatch},
+		{"AppendEachRefusalSparesTheBatch", testEachRefusalSparesTheBatch},
+		{"AppendEachRacingTerminals", testEachRacingTerminals},
+		{"AppendEachSubscribe", testEachSubscribe},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -45,10 +46,17 @@ type Clock interface {
 // Config holds the recorder's collaborators. Every func is required but
 // Recorded.
 type Config[T, E any] struct {
-	// Append appends one event.
-	// Append appends events (one event; the slice is reused after it
-	// returns).
+	// Append appends events atomically; the recorder passes one at a time
+	// (the slice is reused after it returns). It is used when AppendEach
+	// is nil.
 	Append func(ctx context.Context, events []E) error
+	// AppendEach, when set, appends a drain's batch of events in one call,
+	// each event on its own (optional): it returns nil when all are
+	// recorded, else one error per event (nil: recorded). An event that
+	// fails for a reason Classify calls Retry must leave the later events
+	// of its lane unrecorded (they fail too), so that each lane's order
+	// holds. The slice is reused after it returns.
+	AppendEach func(ctx context.Context, events []E) []error
 	// Expand appends item t's events, in order, to dst.
 	Expand func(dst []E, t *T) []E
 	// Lane is item t's lane (its session).
@@ -57,6 +65,9 @@ type Config[T, E any] struct {
 	Classify func(err error) Outcome
 	// Name names an event in logs and in Close's error.
 	Name func(e E) string
+	// Panicked is called once per panic recovered from the store
+	// (optional).
+	Panicked func()
 	// Recorded is called after each event the store recorded (optional).
 	Recorded func(e E)
 	// Yield, between two batches, reports that the recorder should give
@@ -141,24 +152,41 @@ type Recorder[T, E any] struct {
 	retake    bool         // an open slot was recorded while folded into: drain again
 
 	// With an AppendTimeout: the call in progress and the hang timer.
-	state     atomic.Uint64           // gen<<1 | 1 while a call is in progress; gen counts takeovers
-	callSeq   atomic.Uint64           // calls started
-	callSlot  atomic.Pointer[slot[T]] // the item of the call in progress
-	hangArmed atomic.Bool             // the hang timer runs
-	hangSeen  atomic.Uint64           // callSeq at the timer's previous look
-	hang      *clock.Timer            // guarded by mu
-	one       []E                     // Append's argument; owned by the goroutine that owns the queue
-	abandoned atomic.Int32            // goroutines left in a hung Append
+	state     atomic.Uint64 // gen<<1 | 1 while a call is in progress; gen counts takeovers
+	callSeq   atomic.Uint64 // calls started
+	hangArmed atomic.Bool   // the hang timer runs
+	hangSeen  atomic.Uint64 // callSeq at the timer's previous look
+	hang      *clock.Timer  // guarded by mu
+	abandoned atomic.Int32  // goroutines left in a hung Append
 
 	ctx    context.Context // passed to Append; cancelled when Close gives up
 	cancel context.CancelFunc
 
-	// owned by the recorder goroutine
+	// owned by the recorder goroutine (a takeover starts with fresh ones:
+	// the goroutine it replaces may still read its own)
 	timer    *clock.Timer
 	batch    []*slot[T]
 	at       []int
 	progress []progress
-	events   []E
+	totals   []int // per slot of the batch: its events
+	call     *call[E]
+}
+
+// call is the argument of a store call and its results: events, with each
+// one's lane and slot (its index in the batch), and one error per event.
+// While a call is in progress with an AppendTimeout, the hang timer reads
+// lanes (published by state).
+type call[E any] struct {
+	events []E
+	lanes  []string
+	slots  []int
+	errs   []error
+	one    []E // Append's argument
+}
+
+func (c *call[E]) reset() {
+	clear(c.events)
+	c.events, c.lanes, c.slots, c.errs = c.events[:0], c.lanes[:0], c.slots[:0], c.errs[:0]
 }
 
 type lane struct {
@@ -181,7 +209,7 @@ const slabLen = 64
 // New returns a recorder; start its goroutine with Run.
 func New[T, E any](c Config[T, E]) *Recorder[T, E] {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Recorder[T, E]{c: c, Worker: NewWorker(), lanes: make(map[string]*lane), ctx: ctx, cancel: cancel, one: make([]E, 1)}
+	return &Recorder[T, E]{c: c, Worker: NewWorker(), lanes: make(map[string]*lane), ctx: ctx, cancel: cancel, call: &call[E]{}}
 }
 
 // Push queues items, in order; call Poke after it to have them recorded
@@ -403,23 +431,46 @@ func (r *Recorder[T, E]) drain() {
 		if len(r.batch) == 0 {
 			break
 		}
+		// The batch's events go to the store in one call; then each
+		// lane's events count, in order, up to its first failure.
 		r.progress = r.progress[:0]
+		c := r.call
+		c.reset()
+		r.totals = r.totals[:0]
 		for k, s := range r.batch {
-			pos := r.at[k]
 			id := r.c.Lane(&s.v)
-			if len(r.lanes) > 0 && !r.ready(id, now) {
-				continue // an earlier item of its lane failed: keep the order
-			}
-			r.events = r.c.Expand(r.events[:0], &s.v)
-			done := s.done
-			for done < len(r.events) && r.attempt(id, r.events[done], s) {
-				done++
-			}
-			clear(r.events)
-			if done > s.done {
-				r.progress = append(r.progress, progress{pos, done, done == len(r.events)})
+			n := len(c.events)
+			c.events = r.c.Expand(c.events, &s.v)
+			r.totals = append(r.totals, len(c.events)-n)
+			c.events = append(c.events[:n], c.events[n+s.done:]...)
+			for range len(c.events) - n {
+				c.lanes, c.slots = append(c.lanes, id), append(c.slots, k)
 			}
 		}
+		r.appendCall(c, false)
+		var failed map[string]bool // lanes that failed in this call
+		for i := 0; i < len(c.events); {
+			k, id := c.slots[i], c.lanes[i]
+			s := r.batch[k]
+			done := s.done
+			for ; i < len(c.events) && c.slots[i] == k; i++ {
+				if failed[id] || len(r.lanes) > 0 && !r.ready(id, now) {
+					continue // an earlier event of its lane failed: keep the order
+				}
+				if !r.outcome(id, c.events[i], c.errs[i], false) {
+					if failed == nil {
+						failed = make(map[string]bool)
+					}
+					failed[id] = true
+					continue
+				}
+				done++
+			}
+			if done > s.done {
+				r.progress = append(r.progress, progress{r.at[k], done, done == r.totals[k]})
+			}
+		}
+		c.reset()
 		clear(r.batch)
 		r.mu.Lock()
 		if r.gaveUp { // Close took the queue: this goroutine's positions are stale
@@ -475,12 +526,10 @@ func (r *Recorder[T, E]) drain() {
 	r.armRetry()
 }
 
-// attempt appends e, of lane lid. It reports whether e left the queue (recorded, or
-// refused for good). On a transient failure e's lane backs off.
-// Its item s is nil for Close's last attempts.
-func (r *Recorder[T, E]) attempt(lid string, e E, s *slot[T]) bool {
-	final := s == nil
-	err := r.appendOne(s, e)
+// outcome sorts the result of appending e, of lane lid: it reports
+// whether e left the queue (recorded, or refused for good). On a transient
+// failure e's lane backs off. final is set for Close's last attempts.
+func (r *Recorder[T, E]) outcome(lid string, e E, err error, final bool) bool {
 	if err == nil {
 		if r.c.Recorded != nil {
 			r.c.Recorded(e)
@@ -510,39 +559,88 @@ func (r *Recorder[T, E]) attempt(lid string, e E, s *slot[T]) bool {
 	return false
 }
 
-// appendOne calls the store's Append, turning a panic into an error (a
-// transient failure: the event is retried, and Close names it if it never
-// goes through).
-func (r *Recorder[T, E]) appendOne(s *slot[T], e E) error {
-	one := r.one // read before the call is published: a takeover replaces it
-	if r.c.AppendTimeout <= 0 || s == nil {
-		return r.callAppend(one, e)
+// appendCall appends c's events and fills c.errs, one per event. With an
+// AppendTimeout (and not final, for Close's last attempts) the call is
+// watched by the hang timer: if another goroutine takes the queue over
+// while it hangs, this goroutine exits when it returns, touching nothing.
+func (r *Recorder[T, E]) appendCall(c *call[E], final bool) {
+	c.errs = append(c.errs[:0], make([]error, len(c.events))...)
+	if len(c.events) == 0 {
+		return
+	}
+	if r.c.AppendTimeout <= 0 || final {
+		r.store(c)
+		return
 	}
 	gen := r.state.Load() >> 1
-	r.callSlot.Store(s)
 	r.callSeq.Add(1)
-	r.state.Store(gen<<1 | 1)
-	err := r.callAppend(one, e)
+	r.state.Store(gen<<1 | 1) // publishes c.lanes to the hang timer
+	r.store(c)
 	if !r.state.CompareAndSwap(gen<<1|1, gen<<1) {
-		// Another goroutine took the queue over while this call hung:
-		// leave without touching anything.
 		r.abandoned.Add(-1)
 		runtime.Goexit()
 	}
-	return err
 }
 
-func (r *Recorder[T, E]) callAppend(one []E, e E) (err error) {
+// store calls the store for c's events: AppendEach once, or Append once
+// per event, skipping the later events of a lane whose append failed for
+// a transient reason (they get its error). A panic is turned into an error for the events it
+// left without a result (a transient failure: they are retried, and Close
+// names them if they never go through).
+func (r *Recorder[T, E]) store(c *call[E]) {
+	i := 0
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %v", ErrAppendPanicked, p)
+			if r.c.Panicked != nil {
+				r.c.Panicked()
+			}
+			err := fmt.Errorf("%w: %v", ErrAppendPanicked, p)
+			for j := i; j < len(c.errs); j++ {
+				c.errs[j] = err
+			}
 		}
 	}()
-	one[0] = e
-	err = r.c.Append(r.ctx, one)
-	var zero E
-	one[0] = zero
-	return err
+	if r.c.AppendEach != nil {
+		errs := r.c.AppendEach(r.ctx, c.events)
+		switch {
+		case errs == nil:
+		case len(errs) != len(c.events):
+			err := fmt.Errorf("the store's AppendEach returned %d results for %d events", len(errs), len(c.events))
+			for j := range c.errs {
+				c.errs[j] = err
+			}
+		default:
+			copy(c.errs, errs)
+		}
+		i = len(c.events)
+		return
+	}
+	if c.one == nil {
+		c.one = make([]E, 1)
+	}
+	defer clear(c.one)
+	failed := false
+	for ; i < len(c.events); i++ {
+		for j := 0; failed && j < i; j++ {
+			if c.errs[j] != nil && c.lanes[j] == c.lanes[i] && r.c.Classify(c.errs[j]) == Retry {
+				c.errs[i] = c.errs[j]
+				break
+			}
+		}
+		if c.errs[i] == nil {
+			c.one[0] = c.events[i]
+			c.errs[i] = r.c.Append(r.ctx, c.one)
+			failed = failed || c.errs[i] != nil && r.c.Classify(c.errs[i]) == Retry
+		}
+	}
+}
+
+// attempt appends e, of lane lid, on its own (Close's last attempts): it
+// reports whether e left the queue.
+func (r *Recorder[T, E]) attempt(lid string, e E) bool {
+	c := &call[E]{events: []E{e}, lanes: []string{lid}}
+	r.appendCall(c, true)
+	return r.outcome(lid, e, c.errs[0], true)
 }
 
 // backOffLocked records a failed append of lane id's head at now: the lane
@@ -587,27 +685,31 @@ func (r *Recorder[T, E]) swapHang(t *clock.Timer) {
 
 // checkHang is the hang timer's callback. If the same call has been in
 // progress since the previous look, a fresh goroutine takes the queue over
-// and the call's event is retried after its lane's backoff. The timer runs
+// and the call's events are retried after their lanes' backoff. The timer runs
 // while the recorder has work.
 func (r *Recorder[T, E]) checkHang() {
 	st, seq := r.state.Load(), r.callSeq.Load()
 	if st&1 == 1 && seq == r.hangSeen.Load() && r.abandoned.Load() < maxAbandoned &&
 		r.state.CompareAndSwap(st, (st>>1+1)<<1) {
 		r.abandoned.Add(1)
-		s := r.callSlot.Load()
+		lanes := r.call.lanes  // the stuck goroutine's, published by state
 		now := r.c.Clock.Now() // user code: never under the lock
 		r.mu.Lock()
 		if r.gaveUp {
 			r.mu.Unlock()
 			return
 		}
-		id := r.c.Lane(&s.v)
-		r.backOffLocked(id, ErrAppendTimeout, now)
+		for i, id := range lanes {
+			if i == 0 || id != lanes[i-1] {
+				r.backOffLocked(id, ErrAppendTimeout, now)
+			}
+		}
 		r.mu.Unlock()
 		r.c.Log.Error("watchdog: the store's Append did not return in time; recording goes on without it",
-			zap.String("session_id", id), zap.Duration("timeout", r.c.AppendTimeout))
+			zap.String("session_id", lanes[0]), zap.Int("sessions", len(slices.Compact(slices.Clone(lanes)))),
+			zap.Duration("timeout", r.c.AppendTimeout))
 		go func() {
-			r.one = make([]E, 1) // the stuck goroutine still holds its own
+			r.call = &call[E]{} // the stuck goroutine still holds its own
 			r.takeOver(r.drain, r.current(st>>1+1))
 		}()
 	}
@@ -693,7 +795,7 @@ func (r *Recorder[T, E]) Close(ctx context.Context, notRecorded error) error {
 		go func() {
 			failed := map[string]bool{}
 			for _, p := range pend {
-				ok := ctx.Err() == nil && !failed[p.lane] && r.attempt(p.lane, p.e, nil)
+				ok := ctx.Err() == nil && !failed[p.lane] && r.attempt(p.lane, p.e)
 				if !ok {
 					failed[p.lane] = true
 				}

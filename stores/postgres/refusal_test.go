@@ -55,6 +55,24 @@ func requireRefusedForGood(t *testing.T, s *Store, bad watchdog.Event, code stri
 	require.NoError(t, err)
 	require.Len(t, evs, 2)
 	assert.Equal(t, []string{first.ID, last.ID}, []string{evs[0].ID, evs[1].ID})
+
+	// AppendEach refuses the event alone: the rest of its batch, of its
+	// session and of another, is recorded.
+	mine := ev(bad.ID+"-each", bad.AggregateID, watchdog.KindResume, bad.Window)
+	other := ev(bad.ID+"-other", bad.AggregateID+"-other", watchdog.KindStart, 1)
+	mine.Extra, other.Extra = first.Extra, first.Extra
+	errs := s.AppendEach(ctx, []watchdog.Event{mine, bad, other})
+	require.Len(t, errs, 3)
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[2])
+	require.ErrorIs(t, errs[1], watchdog.ErrInvalidEvent)
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(errs[1], &pgErr), "the database's error is wrapped: %v", errs[1])
+	require.Equal(t, code, pgErr.Code)
+	evs, err = s.Load(ctx, bad.AggregateID)
+	require.NoError(t, err)
+	require.Len(t, evs, 3)
+	require.Equal(t, mine.ID, evs[2].ID)
 }
 
 // storeWith returns a Store on a new table, altered by the operator's

@@ -110,6 +110,9 @@ type names struct {
 	loadAfter     string
 	maxSeq        string
 	winner        string
+	lockEach      string
+	insertEach    string
+	held          string
 }
 
 func newNames(table string) names {
@@ -132,6 +135,12 @@ SELECT seq, pg_notify($7, seq::text || ':' || CASE WHEN octet_length(aggregate_i
 	n.loadAfter = `SELECT seq, event FROM ` + t + ` WHERE aggregate_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`
 	n.maxSeq = `SELECT coalesce(max(seq), 0) FROM ` + t + ` WHERE aggregate_id = $1`
 	n.winner = `SELECT event_id FROM ` + t + ` WHERE aggregate_id = $1 AND window_number = $2 AND terminal`
+	n.lockEach = `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS u(k)`
+	n.insertEach = `INSERT INTO ` + t + ` (event_id, aggregate_id, event_kind, window_number, terminal, event)
+SELECT i, a, k, w, term, e::json FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::boolean[], $6::text[]) AS u(i, a, k, w, term, e)
+ON CONFLICT DO NOTHING
+RETURNING event_id`
+	n.held = `SELECT event_id FROM ` + t + ` WHERE event_id = ANY($1::text[])`
 	return n
 }
 
@@ -394,6 +403,179 @@ func (s *Store) Append(ctx context.Context, events ...watchdog.Event) error {
 		err = errors.Join(ctxErr, err)
 	}
 	return fmt.Errorf("postgres store: append: %w", err)
+}
+
+// AppendEach implements watchdog.EachAppender: the batch is written in one
+// round trip and one transaction (the advisory locks of its sessions, in
+// key order, one insert of every event, and one notification), and each
+// event gets its own result. An event_id the table holds is skipped; a
+// terminal event for a window that has one is not inserted and gets an
+// error wrapping watchdog.ErrAlreadyDecided that names the winner, while
+// the rest is recorded. An event Event.Validate refuses gets its error
+// without a round trip. If the database refuses the insert for good (see
+// Append), the batch is written again one event per transaction, so that
+// only the event at fault is refused. Any other failure is transient and
+// every event of the batch gets it (nothing of the batch is recorded). After
+// Close every event gets an error wrapping watchdog.ErrClosed.
+func (s *Store) AppendEach(ctx context.Context, events []watchdog.Event) []error {
+	errs := make([]error, len(events))
+	failAll := func(err error) []error {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return errs
+	}
+	if err := ctx.Err(); err != nil {
+		return failAll(err)
+	}
+	if s.isClosed() {
+		return failAll(s.closedErr())
+	}
+	var (
+		at                         []int // index in events of each row
+		ids, aggs, kinds, payloads []string
+		windows                    []int32
+		terminal                   []bool
+		keys                       []int64
+	)
+	for i, e := range events {
+		if err := validate(e); err != nil {
+			errs[i] = err
+			continue
+		}
+		e.Seq = 0
+		b, err := e.MarshalJSON()
+		if err != nil {
+			errs[i] = fmt.Errorf("%w: %v", watchdog.ErrInvalidEvent, err)
+			continue
+		}
+		at = append(at, i)
+		ids, aggs, kinds = append(ids, e.ID), append(aggs, e.AggregateID), append(kinds, e.Kind)
+		windows, terminal = append(windows, int32(e.Window)), append(terminal, e.Terminal())
+		payloads = append(payloads, string(b))
+		keys = append(keys, lockKey("append", s.cfg.table, e.AggregateID))
+	}
+	if len(at) == 0 {
+		return errs
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+
+	b := &pgx.Batch{} // one implicit transaction
+	b.Queue(s.n.lockEach, keys)
+	b.Queue(s.n.insertEach, ids, aggs, kinds, windows, terminal, payloads)
+	b.Queue(`SELECT pg_notify($1, $2)`, s.n.channel, notifyPayload(aggs))
+	br := s.pool.SendBatch(ctx, b)
+	inserted := make(map[string]bool, len(ids))
+	_, err := br.Exec()
+	insertErr := false
+	if err == nil {
+		var rows pgx.Rows
+		rows, err = br.Query()
+		if err == nil {
+			var id string
+			_, err = pgx.ForEachRow(rows, []any{&id}, func() error { inserted[id] = true; return nil })
+		}
+		insertErr = err != nil
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if insertErr && errors.As(err, &pgErr) && refusedForGood(pgErr.Code) {
+			return s.appendEachAlone(ctx, events, errs, at)
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+			err = errors.Join(ctxErr, err)
+		}
+		return failAll(fmt.Errorf("postgres store: append: %w", err))
+	}
+	if len(inserted) < len(ids) {
+		s.explainSkipped(ctx, events, errs, at, inserted)
+	}
+	for _, e := range errs {
+		if e != nil {
+			return errs
+		}
+	}
+	return nil
+}
+
+// explainSkipped sets the result of each event the insert skipped: none
+// for an event_id the table held (a retry), ErrAlreadyDecided for a
+// terminal event whose window has another one.
+func (s *Store) explainSkipped(ctx context.Context, events []watchdog.Event, errs []error, at []int, inserted map[string]bool) {
+	var skipped []string
+	for _, i := range at {
+		if !inserted[events[i].ID] {
+			skipped = append(skipped, events[i].ID)
+		}
+	}
+	rows, err := s.pool.Query(ctx, s.n.held, skipped)
+	held := make(map[string]bool, len(skipped))
+	if err == nil {
+		var id string
+		_, err = pgx.ForEachRow(rows, []any{&id}, func() error { held[id] = true; return nil })
+	}
+	for _, i := range at {
+		e := events[i]
+		switch {
+		case inserted[e.ID]: // also a second event with the same id
+		case err != nil:
+			errs[i] = fmt.Errorf("postgres store: append: reading back a skipped insert: %w", err)
+		case held[e.ID]:
+		case e.Terminal():
+			errs[i] = s.decidedErr(ctx, e, errors.New("another terminal event holds the window"))
+		default:
+			errs[i] = fmt.Errorf("postgres store: append: event %q was not inserted, for no reason the store knows", e.ID)
+		}
+	}
+}
+
+// appendEachAlone appends the events at the given indexes one per
+// transaction, in order, after the database refused their batch for good:
+// only the event at fault is refused. After a transient failure the later
+// events of the same session get that failure without being tried.
+func (s *Store) appendEachAlone(ctx context.Context, events []watchdog.Event, errs []error, at []int) []error {
+	var retry map[string]error
+	for _, i := range at {
+		e := events[i]
+		if err := retry[e.AggregateID]; err != nil {
+			errs[i] = err
+			continue
+		}
+		err := s.Append(ctx, e)
+		if err != nil && !errors.Is(err, watchdog.ErrInvalidEvent) && !errors.Is(err, watchdog.ErrAlreadyDecided) {
+			if retry == nil {
+				retry = make(map[string]error)
+			}
+			retry[e.AggregateID] = err
+		}
+		errs[i] = err
+	}
+	return errs
+}
+
+// notifyPayload is the one notification of a batch: a JSON array of its
+// sessions' ids, with every ':' escaped (\u003a), or "" when that does not
+// fit a payload (every subscription then looks). Earlier versions read a
+// payload without ':' the same way, so they keep working beside this one.
+func notifyPayload(aggs []string) string {
+	uniq := slices.Clone(aggs)
+	slices.Sort(uniq)
+	uniq = slices.Compact(uniq)
+	b, _ := json.Marshal(uniq)
+	p := strings.ReplaceAll(string(b), ":", `\u003a`)
+	if len(p) > 7000 {
+		return ""
+	}
+	return p
 }
 
 // refusal is what a database error of Append means for its caller.
@@ -729,22 +911,39 @@ func (s *Store) dispatch(conn *pgx.Conn) error {
 		if err != nil {
 			return err
 		}
-		_, agg, ok := strings.Cut(n.Payload, ":")
+		aggs := notified(n.Payload)
 		s.mu.Lock()
-		switch {
-		case !ok || agg == "": // an id too long for a payload: everyone looks
+		if aggs == nil { // an id too long for a payload: everyone looks
 			for _, subs := range s.subs {
 				for sub := range subs {
 					sub.poke()
 				}
 			}
-		default:
+		}
+		for _, agg := range aggs {
 			for sub := range s.subs[agg] {
 				sub.poke()
 			}
 		}
 		s.mu.Unlock()
 	}
+}
+
+// notified returns the sessions a notification names, or nil when every
+// subscription must look: "seq:aggregate_id" from Append, a JSON array from
+// AppendEach (see notifyPayload), "" or anything else.
+func notified(payload string) []string {
+	if strings.HasPrefix(payload, "[") {
+		var aggs []string
+		if json.Unmarshal([]byte(payload), &aggs) == nil && len(aggs) > 0 {
+			return aggs
+		}
+		return nil
+	}
+	if _, agg, ok := strings.Cut(payload, ":"); ok && agg != "" {
+		return []string{agg}
+	}
+	return nil
 }
 
 // Close ends every subscription (closing its channel), closes the listener
@@ -765,5 +964,6 @@ func (s *Store) Close() error {
 
 var _ interface {
 	watchdog.EventStore
+	watchdog.EachAppender
 	watchdog.Subscriber
 } = (*Store)(nil)
