@@ -492,10 +492,52 @@ func (f *Store) Append(ctx context.Context, events ...watchdog.Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	for _, e := range events {
-		if err := validateForJSON(e); err != nil {
+	return f.append(events, nil)
+}
+
+// AppendEach implements watchdog.EachAppender: like Append, with one write(2)
+// and one fsync for the batch, but an event that Append would refuse (a
+// second terminal event for its window, an invalid event) is refused alone
+// and the rest is recorded. A write or fsync error, or Close, is every
+// event's error.
+func (f *Store) AppendEach(ctx context.Context, events []watchdog.Event) []error {
+	errs := make([]error, len(events))
+	err := ctx.Err()
+	if err == nil {
+		err = f.append(events, errs)
+	}
+	for i := range errs {
+		if err != nil && errs[i] == nil {
+			errs[i] = err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return errs
+		}
+	}
+	return nil
+}
+
+// append records events. With errs nil (Append) a refused event refuses
+// the batch; else (AppendEach) it is refused alone, its error in errs.
+func (f *Store) append(events []watchdog.Event, errs []error) error {
+	refuse := func(i int, err error) error {
+		if errs == nil {
 			return err
 		}
+		errs[i] = err
+		return nil
+	}
+	valid := make([]bool, len(events))
+	for i, e := range events {
+		if err := validateForJSON(e); err != nil {
+			if err := refuse(i, err); err != nil {
+				return err
+			}
+			continue
+		}
+		valid[i] = true
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -514,34 +556,52 @@ func (f *Store) Append(ctx context.Context, events ...watchdog.Event) error {
 	}
 	var todo []pending
 	seq := f.seq
-	for _, e := range events {
+	for i, e := range events {
+		if !valid[i] {
+			continue
+		}
 		if _, dup := f.ids[e.ID]; dup {
 			continue
 		}
 		if _, dup := seen[e.ID]; dup {
 			continue
 		}
-		seen[e.ID] = struct{}{}
 		if e.Terminal() {
 			k := windowKey{e.AggregateID, e.Window}
 			if prev, ok := f.terminal[k]; ok {
-				return fmt.Errorf("%w: session %q window %d already ended by event %s", watchdog.ErrAlreadyDecided, e.AggregateID, e.Window, prev)
+				if err := refuse(i, fmt.Errorf("%w: session %q window %d already ended by event %s", watchdog.ErrAlreadyDecided, e.AggregateID, e.Window, prev)); err != nil {
+					return err
+				}
+				continue
 			}
-			if _, ok := batch[k]; ok {
-				return fmt.Errorf("%w: session %q window %d has two terminal events in one batch", watchdog.ErrAlreadyDecided, e.AggregateID, e.Window)
+			if prev, ok := batch[k]; ok {
+				if err := refuse(i, fmt.Errorf("%w: session %q window %d has two terminal events in one batch (the first %s)", watchdog.ErrAlreadyDecided, e.AggregateID, e.Window, prev)); err != nil {
+					return err
+				}
+				continue
 			}
-			batch[k] = e.ID
 		}
 		if seq == math.MaxUint64 {
 			// seq never wraps: a wrapped seq (0, omitted from the line)
 			// would make the file unreadable. No retry can cure it.
-			return fmt.Errorf("%w: event %q: no seq left after %d, the maximum: this file can record no more events; start a new one", watchdog.ErrInvalidEvent, e.ID, seq)
+			if err := refuse(i, fmt.Errorf("%w: event %q: no seq left after %d, the maximum: this file can record no more events; start a new one", watchdog.ErrInvalidEvent, e.ID, seq)); err != nil {
+				return err
+			}
+			continue
 		}
-		seq++
-		e.Seq = seq
+		e.Seq = seq + 1
 		start := buf.Len()
 		if err := encodeLine(&buf, e); err != nil {
-			return fmt.Errorf("%w: %v", watchdog.ErrInvalidEvent, err)
+			buf.Truncate(start)
+			if err := refuse(i, fmt.Errorf("%w: %v", watchdog.ErrInvalidEvent, err)); err != nil {
+				return err
+			}
+			continue
+		}
+		seq++
+		seen[e.ID] = struct{}{}
+		if e.Terminal() {
+			batch[windowKey{e.AggregateID, e.Window}] = e.ID
 		}
 		todo = append(todo, pending{e, start, buf.Len() - 1})
 	}
@@ -692,5 +752,6 @@ func (f *Store) Close() error {
 
 var _ interface {
 	watchdog.EventStore
+	watchdog.EachAppender
 	watchdog.Subscriber
 } = (*Store)(nil)

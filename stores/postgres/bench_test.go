@@ -35,30 +35,39 @@ func BenchmarkAppend(b *testing.B) {
 
 // BenchmarkRecorderThroughput is the rate at which a Watchdog's recorder
 // writes to PostgreSQL: each iteration starts and stops one session (two
-// records); the time includes draining the queue. Run it on a server that
-// pays for durability (fsync and synchronous_commit on):
+// records); the time includes draining the queue. "batched" is the Store
+// itself (AppendEach: one transaction per batch); "per-event" hides
+// AppendEach, so the recorder appends one event per transaction. Run it on
+// a server that pays for durability (fsync and synchronous_commit on):
 //
 //	WATCHDOG_PG_DURABLE=1 ../../scripts/with-postgres go test -run '^$' -bench RecorderThroughput -benchtime 20000x
 func BenchmarkRecorderThroughput(b *testing.B) {
 	pool := testPool(b)
-	s := newStore(b, pool, WithTable(uniqueTable(b)))
-	ctx := context.Background()
-	w := watchdog.New(watchdog.WithStore(s))
-	defer w.Close(ctx)
-	start := time.Now()
-	for i := range b.N {
-		sess, err := w.Start(ctx, fmt.Sprintf("s%d", i), time.Now(), watchdog.Policy{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := sess.Stop(); err != nil {
-			b.Fatal(err)
-		}
+	for _, mode := range []string{"per-event", "batched"} {
+		b.Run(mode, func(b *testing.B) {
+			var store watchdog.EventStore = newStore(b, pool, WithTable(uniqueTable(b)))
+			if mode == "per-event" {
+				store = struct{ watchdog.EventStore }{store}
+			}
+			ctx := context.Background()
+			w := watchdog.New(watchdog.WithStore(store))
+			defer w.Close(ctx)
+			start := time.Now()
+			for i := range b.N {
+				sess, err := w.Start(ctx, fmt.Sprintf("s%d", i), time.Now(), watchdog.Policy{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := sess.Stop(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for w.Stats().Queued > 0 {
+				if err := w.Check(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(2*b.N)/time.Since(start).Seconds(), "events/s")
+		})
 	}
-	for w.Stats().Queued > 0 {
-		if err := w.Check(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(2*b.N)/time.Since(start).Seconds(), "events/s")
 }
