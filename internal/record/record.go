@@ -200,8 +200,13 @@ type progress struct {
 	all       bool
 }
 
-// batchLen is how many items a drain takes per round trip on the lock.
-const batchLen = 64
+// batchLen is how many items a drain takes per round trip on the lock, and
+// eachBatchLen per call of AppendEach (a store round trip costs more than
+// taking the lock a few more times).
+const (
+	batchLen     = 64
+	eachBatchLen = 512
+)
 
 // slabLen is how many slots are allocated at once.
 const slabLen = 64
@@ -383,6 +388,13 @@ func (r *Recorder[T, E]) Pending(lane string) []E {
 // SetYield sets Config.Yield; call it before Run.
 func (r *Recorder[T, E]) SetYield(f func() bool) { r.c.Yield = f }
 
+func (r *Recorder[T, E]) batchLen() int {
+	if r.c.AppendEach != nil {
+		return eachBatchLen
+	}
+	return batchLen
+}
+
 // Run is the recorder goroutine; it returns when Close is called.
 func (r *Recorder[T, E]) Run() { r.Loop(r.drain, r.current(0)) }
 
@@ -419,7 +431,7 @@ func (r *Recorder[T, E]) drain() {
 			return
 		}
 		r.batch, r.at = r.batch[:0], r.at[:0]
-		for ; i < r.q.end && len(r.batch) < batchLen; i++ {
+		for ; i < r.q.end && len(r.batch) < r.batchLen(); i++ {
 			if s := *r.q.at(i); len(r.lanes) == 0 || r.ready(r.c.Lane(s.item()), now) {
 				if s.box != nil { // the drain reads v, outside the lock
 					s.v, s.taken = s.box.v, s.box.n
