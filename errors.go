@@ -44,7 +44,8 @@ var (
 	// of every session context that Close cancelled.
 	ErrClosed = errors.New("watchdog: closed")
 	// ErrAlreadyWatched is returned by Start and Resume for a session id the
-	// Watchdog is already watching.
+	// Watchdog is already watching, and, with a store that arbitrates (see
+	// Arbiter), for a window that another Watchdog opened first.
 	ErrAlreadyWatched = errors.New("watchdog: session already watched")
 	// ErrUnknownSession is returned by Resume for a session id the store has
 	// no event for.

@@ -179,6 +179,10 @@ type Event struct {
 	// Policy is the session's policy, recorded on start and resume events
 	// so that every later verdict can be re-derived (see Replay).
 	Policy *Policy `json:"policy,omitempty"`
+	// OpensWindow is set on the event that opens a window: the start event,
+	// and a resume event after the previous window ended. A store that
+	// arbitrates openings (see Arbiter) keeps one such event per window.
+	OpensWindow bool `json:"opens_window,omitempty"`
 	// Extra holds the JSON fields of a decoded event that this version does
 	// not know (written by a newer version or another tool). They are kept
 	// and written back by MarshalJSON, so a store that round-trips events
@@ -451,6 +455,21 @@ type EventStore interface {
 // error. The slice is the caller's again when AppendEach returns.
 type EachAppender interface {
 	AppendEach(ctx context.Context, events []Event) []error
+}
+
+// Arbiter is an optional interface of an EventStore that several processes
+// share, such as the PostgreSQL store. When Arbitrates reports true, the
+// store keeps at most one event that opens a window (see
+// Event.OpensWindow) per session window: it refuses another, in Append and
+// in AppendEach, with an error wrapping ErrAlreadyWatched that names the
+// event that opened the window (an event_id it holds is still skipped, as
+// a retry). Start and Resume then wait for the store's answer before they
+// return (bounded by their context), so that of two processes that open
+// the same window exactly one watches it. Without an Arbiter (the
+// MemoryStore, the file store, which one process at a time can open) they
+// never wait for the store. Arbitrates is called once, by New.
+type Arbiter interface {
+	Arbitrates() bool
 }
 
 // Subscriber is an optional interface of an EventStore: Subscribe delivers,

@@ -466,7 +466,7 @@ func entryLane(en *entry) string {
 // Close, anything else is retried.
 func classifyAppendError(err error) record.Outcome {
 	switch {
-	case errors.Is(err, ErrAlreadyDecided):
+	case errors.Is(err, ErrAlreadyDecided), errors.Is(err, ErrAlreadyWatched):
 		return record.Dropped
 	case errors.Is(err, ErrInvalidEvent):
 		return record.Refused

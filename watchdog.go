@@ -79,6 +79,8 @@ type Watchdog struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	openings *openings // with a store that arbitrates openings (see Arbiter), else nil
+
 	ws     *workspace.Monitor // started on first WatchWorkspace; guarded by mu
 	wsHook func(*Session)     // tests only
 }
@@ -160,6 +162,11 @@ func New(opts ...Option) *Watchdog {
 	if ea, ok := w.store.(EachAppender); ok {
 		appendEach = ea.AppendEach
 	}
+	var settled func(Event, error)
+	if arbitrates(w.store) {
+		w.openings = &openings{waiting: make(map[string]*opening)}
+		settled = w.settled
+	}
 	w.rec = record.New(record.Config[entry, Event]{
 		Append: func(ctx context.Context, events []Event) error {
 			return w.store.Append(ctx, events...)
@@ -171,6 +178,7 @@ func New(opts ...Option) *Watchdog {
 		Classify:      classifyAppendError,
 		Panicked:      func() { uf.n.Add(1) }, // the recorder logs it with the failure
 		Name:          eventName,
+		Settled:       settled,
 		Recorded:      onEventHook(c.obs.OnEvent, uf),
 		Coalesce:      coalescible,
 		CoalesceAt:    maxQueued,
@@ -214,7 +222,16 @@ func (w *Watchdog) Store() EventStore { return w.store }
 // what every bundled store can keep and index.
 //
 // Start does not read the store: use it for a session id the store has no
-// history for, and Resume for one it has. It returns ErrAlreadyWatched for an
+// history for, and Resume for one it has. With a store that arbitrates
+// window openings (see Arbiter; the PostgreSQL store does) Start waits for
+// the store to record the start event, bounded by ctx: it returns an error
+// wrapping ErrAlreadyWatched when another Watchdog opened window 1 of id
+// first, and one wrapping ctx's cause while the store does not answer (a
+// start the store takes later is then ended at once by a stop event,
+// reason "canceled", so no window is left open with nobody watching it).
+// With any other store Start never waits for the store.
+//
+// Start returns ErrAlreadyWatched for an
 // id this Watchdog already watches, ErrClosed after Close, an error
 // wrapping ErrInvalidArgument or ErrInvalidPolicy for bad input (naming
 // the value), and, while
@@ -239,11 +256,7 @@ func (w *Watchdog) Start(ctx context.Context, id string, startedAt time.Time, p 
 	s.sessionStartedAt = w.onTimeline(startedAt).UTC()
 	s.windowStartedAt = s.sessionStartedAt
 	s.window = 1
-	if err := w.activate(s, KindStart, false); err != nil {
-		s.cancel(err)
-		return nil, err
-	}
-	return s, nil
+	return w.open(ctx, s, KindStart, false)
 }
 
 // Resume re-attaches a session recorded in the store: it reads
@@ -260,6 +273,11 @@ func (w *Watchdog) Start(ctx context.Context, id string, startedAt time.Time, p 
 // session should go on (see Result.Resumable): a session that outran its
 // ceiling is cancelled again at once, since the ceiling counts from the
 // session's start.
+//
+// A Resume that opens a window waits, with a store that arbitrates
+// openings, for the store's answer as Start does: of several Watchdogs that
+// resume an ended session at once, one opens the next window and the others
+// get an error wrapping ErrAlreadyWatched.
 //
 // Resume returns ErrUnknownSession when the store has no event for id, the
 // store's error when Load fails, ErrAlreadyWatched, ErrClosed, or an error
@@ -352,7 +370,10 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 			zap.String("session_id", id), zap.Int("window", window))
 		s.usePolicy(*recorded)
 	}
-	if err := w.activate(s, KindResume, true); err != nil {
+	if fresh {
+		return w.open(ctx, s, KindResume, true)
+	}
+	if err := w.activate(s, KindResume, true, false); err != nil {
 		s.cancel(err)
 		return nil, err
 	}
@@ -371,29 +392,10 @@ func FromContext(ctx context.Context) *Session {
 	return s
 }
 
-// reserve claims id for a Resume that is loading.
-func (w *Watchdog) reserve(s *Session) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return ErrClosed
-	}
-	if w.sessions.Get(s.id) != nil {
-		return fmt.Errorf("%w: %q", ErrAlreadyWatched, s.id)
-	}
-	w.sessions.Put(s)
-	return nil
-}
-
-func (w *Watchdog) release(s *Session) {
-	w.mu.Lock()
-	w.sessions.Del(s)
-	w.mu.Unlock()
-}
-
 // activate registers s (already reserved when reserved is true), schedules
-// its deadline, enqueues its lifecycle event and arms the timer.
-func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
+// its deadline, enqueues its lifecycle event (unless opened: recorded
+// already) and arms the timer.
+func (w *Watchdog) activate(s *Session, kind string, reserved, opened bool) error {
 	now := w.now()
 	w.refreshCoarse(toNanos(now))
 	w.mu.Lock()
@@ -420,9 +422,11 @@ func (w *Watchdog) activate(s *Session, kind string, reserved bool) error {
 		due = toNanos(now) // already due: the scheduler decides it
 	}
 	w.heap.Push(&s.item, due)
-	e := s.event(kind, now)
-	e.Policy = &s.cfg.policy // shared, never modified
-	w.record(nil, e)
+	if !opened {
+		e := s.event(kind, now)
+		e.Policy = &s.cfg.policy // shared, never modified
+		w.record(nil, e)
+	}
 	w.mu.Unlock()
 	w.wakeBy(due)
 	return nil

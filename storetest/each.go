@@ -203,3 +203,87 @@ func testEachSubscribe(t *testing.T, g *gen, s watchdog.EventStore) {
 	sameIDs(t, "delivered for a", receive(t, cha, 2), []watchdog.Event{evs[0], evs[2]})
 	sameIDs(t, "delivered for b", receive(t, chb, 1), []watchdog.Event{evs[1]})
 }
+
+// The subtests of a watchdog.Arbiter: skipped for a store that is not one
+// or does not arbitrate.
+
+func arbiter(t *testing.T, s watchdog.EventStore) {
+	t.Helper()
+	if a, ok := s.(watchdog.Arbiter); !ok || !a.Arbitrates() {
+		t.Skipf("%T does not arbitrate window openings (watchdog.Arbiter)", s)
+	}
+}
+
+func opening(g *gen, agg, kind string, window int) watchdog.Event {
+	e := g.event(agg, kind, window)
+	e.OpensWindow = true
+	return e
+}
+
+// A second opening of a window is refused with ErrAlreadyWatched, whether
+// appended alone or in a batch; a retry of the first is skipped, and the
+// window's other events are accepted.
+func testOpeningArbitration(t *testing.T, g *gen, s watchdog.EventStore) {
+	arbiter(t, s)
+	a := g.agg("open")
+	first := opening(g, a, watchdog.KindStart, 1)
+	mustAppend(t, s, first)
+	mustAppend(t, s, first) // a retry
+	if err := s.Append(ctxT(t), opening(g, a, watchdog.KindStart, 1)); !errors.Is(err, watchdog.ErrAlreadyWatched) {
+		t.Fatalf("a second start of window 1: err = %v, want one wrapping ErrAlreadyWatched", err)
+	}
+	if err := s.Append(ctxT(t), opening(g, a, watchdog.KindResume, 1)); !errors.Is(err, watchdog.ErrAlreadyWatched) {
+		t.Fatalf("a resume opening window 1 again: err = %v, want one wrapping ErrAlreadyWatched", err)
+	}
+	cont := g.event(a, watchdog.KindResume, 1) // continues the window: not an opening
+	stop := g.event(a, watchdog.KindStop, 1)
+	mustAppend(t, s, cont, stop)
+	next := opening(g, a, watchdog.KindResume, 2)
+	mustAppend(t, s, next)
+	sameIDs(t, "the session", mustLoad(t, s, a), []watchdog.Event{first, cont, stop, next})
+	if ea, ok := s.(watchdog.EachAppender); ok {
+		other := g.event(g.agg("open-bystander"), watchdog.KindStart, 1)
+		errs := appendEach(t, ea, opening(g, a, watchdog.KindResume, 2), other)
+		if !errors.Is(errs[0], watchdog.ErrAlreadyWatched) || errs[1] != nil {
+			t.Fatalf("AppendEach of a second opening of window 2 beside another session's event: %v, want ErrAlreadyWatched and nil", errs)
+		}
+	}
+}
+
+// Racing openings of one window: exactly one is recorded.
+func testRacingOpenings(t *testing.T, g *gen, s watchdog.EventStore) {
+	arbiter(t, s)
+	const racers = 12
+	a := g.agg("open-race")
+	var (
+		mu    sync.Mutex
+		wins  int
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+	)
+	for r := range racers {
+		e := opening(g, a, watchdog.KindStart, 1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			err := s.Append(context.Background(), e)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case !errors.Is(err, watchdog.ErrAlreadyWatched):
+				t.Errorf("racer %d: %v, want nil or ErrAlreadyWatched", r, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if wins != 1 {
+		t.Fatalf("%d racers opened window 1, want exactly 1", wins)
+	}
+	if got := mustLoad(t, s, a); len(got) != 1 {
+		t.Fatalf("the window holds %d openings, want 1", len(got))
+	}
+}

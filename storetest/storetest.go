@@ -20,7 +20,9 @@
 // for a store that is not a Subscriber; for a store that implements
 // watchdog.EachAppender, per-event results of AppendEach (a lost terminal
 // race or a refused event spares the rest of its batch) under racing
-// writers, skipped for a store that is not one.
+// writers, skipped for a store that is not one; and for a store that
+// arbitrates window openings (watchdog.Arbiter), one opening per window
+// under racing writers.
 //
 // Refusals are classified per event. An event that the store can never
 // record (hostile input: text too long for an index, invalid UTF-8, a NUL
@@ -103,6 +105,8 @@ func Run(t *testing.T, newStore func(t *testing.T) watchdog.EventStore) {
 		{"AppendEachRefusalSparesTheBatch", testEachRefusalSparesTheBatch},
 		{"AppendEachRacingTerminals", testEachRacingTerminals},
 		{"AppendEachSubscribe", testEachSubscribe},
+		{"OpeningArbitration", testOpeningArbitration},
+		{"RacingOpenings", testRacingOpenings},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,6 +68,10 @@ type Config[T, E any] struct {
 	// Panicked is called once per panic recovered from the store
 	// (optional).
 	Panicked func()
+	// Settled is called for each event that leaves the queue: with nil
+	// once recorded (after Recorded), or with the error that refused it
+	// for good (optional).
+	Settled func(e E, err error)
 	// Recorded is called after each event the store recorded (optional).
 	Recorded func(e E)
 	// Yield, between two batches, reports that the recorder should give
@@ -546,18 +550,27 @@ func (r *Recorder[T, E]) outcome(lid string, e E, err error, final bool) bool {
 		if r.c.Recorded != nil {
 			r.c.Recorded(e)
 		}
+		if r.c.Settled != nil {
+			r.c.Settled(e, nil)
+		}
 		return true
 	}
 	switch r.c.Classify(err) {
 	case Dropped:
-		r.c.Log.Info("watchdog: window already decided elsewhere; event not recorded twice",
+		r.c.Log.Info("watchdog: the store already holds what this event decides; event not recorded twice",
 			zap.String("event", r.c.Name(e)), zap.Error(err))
+		if r.c.Settled != nil {
+			r.c.Settled(e, err)
+		}
 		return true
 	case Refused:
 		r.c.Log.Error("watchdog: store refused event", zap.String("event", r.c.Name(e)), zap.Error(err))
 		r.mu.Lock()
 		r.refused = append(r.refused, fmt.Errorf("%s: %w", r.c.Name(e), err))
 		r.mu.Unlock()
+		if r.c.Settled != nil {
+			r.c.Settled(e, err)
+		}
 		return true
 	}
 	now := r.c.Clock.Now() // user code: never under the lock

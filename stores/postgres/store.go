@@ -104,12 +104,14 @@ type names struct {
 	table         string // sanitized, possibly schema-qualified
 	channel       string // raw channel name, for pg_notify
 	terminalIndex string // raw index name, as PgError.ConstraintName reports it
+	openingIndex  string // the same, of the index that keeps one opening per window
 	lockSalt      string
 	insert        string
 	load          string
 	loadAfter     string
 	maxSeq        string
 	winner        string
+	opener        string
 	lockEach      string
 	insertEach    string
 	held          string
@@ -123,21 +125,23 @@ func newNames(table string) names {
 		table:         t,
 		channel:       table,
 		terminalIndex: base + "_one_terminal",
+		openingIndex:  base + "_one_opening",
 		lockSalt:      table,
 	}
 	n.insert = `WITH ins AS (
-	INSERT INTO ` + t + ` (event_id, aggregate_id, event_kind, window_number, terminal, event)
-	VALUES ($1, $2, $3, $4, $5, $6)
+	INSERT INTO ` + t + ` (event_id, aggregate_id, event_kind, window_number, terminal, opens, event)
+	VALUES ($1, $2, $3, $4, $5, $6, $7)
 	ON CONFLICT (event_id) DO NOTHING
 	RETURNING seq, aggregate_id)
-SELECT seq, pg_notify($7, seq::text || ':' || CASE WHEN octet_length(aggregate_id) <= 7000 THEN aggregate_id ELSE '' END) FROM ins`
+SELECT seq, pg_notify($8, seq::text || ':' || CASE WHEN octet_length(aggregate_id) <= 7000 THEN aggregate_id ELSE '' END) FROM ins`
 	n.load = `SELECT seq, event FROM ` + t + ` WHERE aggregate_id = $1 ORDER BY seq`
 	n.loadAfter = `SELECT seq, event FROM ` + t + ` WHERE aggregate_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`
 	n.maxSeq = `SELECT coalesce(max(seq), 0) FROM ` + t + ` WHERE aggregate_id = $1`
 	n.winner = `SELECT event_id FROM ` + t + ` WHERE aggregate_id = $1 AND window_number = $2 AND terminal`
+	n.opener = `SELECT event_id FROM ` + t + ` WHERE aggregate_id = $1 AND window_number = $2 AND opens`
 	n.lockEach = `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS u(k)`
-	n.insertEach = `INSERT INTO ` + t + ` (event_id, aggregate_id, event_kind, window_number, terminal, event)
-SELECT i, a, k, w, term, e::json FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::boolean[], $6::text[]) AS u(i, a, k, w, term, e)
+	n.insertEach = `INSERT INTO ` + t + ` (event_id, aggregate_id, event_kind, window_number, terminal, opens, event)
+SELECT i, a, k, w, term, o, e::json FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::boolean[], $6::boolean[], $7::text[]) AS u(i, a, k, w, term, o, e)
 ON CONFLICT DO NOTHING
 RETURNING event_id`
 	n.held = `SELECT event_id FROM ` + t + ` WHERE event_id = ANY($1::text[])`
@@ -157,11 +161,24 @@ RETURNING event_id`
 //		event_kind    text NOT NULL,
 //		window_number integer NOT NULL,
 //		terminal      boolean NOT NULL,  -- Event.Terminal()
+//		opens         boolean NOT NULL DEFAULT false, -- Event.OpensWindow
 //		event         json NOT NULL,     -- the event's JSON, seq omitted
 //		recorded_at   timestamptz NOT NULL DEFAULT now());
 //	CREATE INDEX watchdog_events_aggregate ON watchdog_events (aggregate_id, seq);
 //	CREATE UNIQUE INDEX watchdog_events_one_terminal
 //		ON watchdog_events (aggregate_id, window_number) WHERE terminal;
+//	CREATE UNIQUE INDEX watchdog_events_one_opening
+//		ON watchdog_events (aggregate_id, window_number) WHERE opens;
+//
+// On a table an earlier version created, Migrate adds the opens column and
+// marks the first event of each window as its opening when it is a start
+// or a resume (a window that version let two processes open keeps its first
+// opening; the other stays in the log, unmarked), then creates the index,
+// in one transaction. In a fleet that mixes versions, the earlier ones keep
+// working on the migrated table (they leave opens false), but their starts
+// and resumes are not arbitrated: upgrade every process to get exactly one
+// opening per window. Earlier versions also read the notifications of
+// AppendEach (see notifyPayload).
 func Migrate(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
 	if pool == nil {
 		return fmt.Errorf("%w: postgres store: nil pool", watchdog.ErrInvalidArgument)
@@ -190,6 +207,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, table string) error {
 	event_kind    text NOT NULL,
 	window_number integer NOT NULL,
 	terminal      boolean NOT NULL,
+	opens         boolean NOT NULL DEFAULT false,
 	event         json NOT NULL,
 	recorded_at   timestamptz NOT NULL DEFAULT now(),
 	CONSTRAINT ` + pgx.Identifier{base + "_event_id_key"}.Sanitize() + ` UNIQUE (event_id))`,
@@ -200,6 +218,30 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, table string) error {
 		if _, err := tx.Exec(ctx, s); err != nil {
 			return fmt.Errorf("postgres store: migrate %s: %w", table, err)
 		}
+	}
+	// A table written by a version before window openings were arbitrated
+	// has no opens column: add it, and mark the first event of each window
+	// as its opening when it is a start or a resume. A window such a
+	// version opened twice (two starts, two resumes) keeps its first
+	// opening; the later one stays in the log, unmarked.
+	var hasOpens bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'opens' AND NOT attisdropped)`,
+		n.table).Scan(&hasOpens); err != nil {
+		return fmt.Errorf("postgres store: migrate %s: %w", table, err)
+	}
+	if !hasOpens {
+		for _, s := range []string{
+			`ALTER TABLE ` + n.table + ` ADD COLUMN opens boolean NOT NULL DEFAULT false`,
+			`UPDATE ` + n.table + ` SET opens = true WHERE event_kind IN ('` + watchdog.KindStart + `', '` + watchdog.KindResume + `')
+	AND seq IN (SELECT min(seq) FROM ` + n.table + ` GROUP BY aggregate_id, window_number)`,
+		} {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return fmt.Errorf("postgres store: migrate %s: add the opens column: %w", table, err)
+			}
+		}
+	}
+	if _, err := tx.Exec(ctx, `CREATE UNIQUE INDEX IF NOT EXISTS `+pgx.Identifier{n.openingIndex}.Sanitize()+` ON `+n.table+` (aggregate_id, window_number) WHERE opens`); err != nil {
+		return fmt.Errorf("postgres store: migrate %s: %w", table, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("postgres store: migrate %s: %w", table, err)
@@ -358,7 +400,7 @@ func (s *Store) Append(ctx context.Context, events ...watchdog.Event) error {
 		b.Queue(`SELECT pg_advisory_xact_lock($1)`, k)
 	}
 	for i, e := range events {
-		b.Queue(s.n.insert, e.ID, e.AggregateID, e.Kind, e.Window, e.Terminal(), payloads[i], s.n.channel)
+		b.Queue(s.n.insert, e.ID, e.AggregateID, e.Kind, e.Window, e.Terminal(), e.OpensWindow, payloads[i], s.n.channel)
 	}
 	br := tx.SendBatch(ctx, b)
 	var failed *watchdog.Event
@@ -395,6 +437,9 @@ func (s *Store) Append(ctx context.Context, events ...watchdog.Event) error {
 	case decided:
 		_ = tx.Rollback(context.Background())
 		return s.decidedErr(ctx, *failed, err)
+	case watched:
+		_ = tx.Rollback(context.Background())
+		return s.watchedErr(ctx, *failed)
 	case invalid:
 		return fmt.Errorf("%w: postgres store: event %q (session %q window %d) refused for good by the database (nothing of its batch of %d was recorded): %w",
 			watchdog.ErrInvalidEvent, failed.ID, failed.AggregateID, failed.Window, len(events), err)
@@ -437,7 +482,7 @@ func (s *Store) AppendEach(ctx context.Context, events []watchdog.Event) []error
 		at                         []int // index in events of each row
 		ids, aggs, kinds, payloads []string
 		windows                    []int32
-		terminal                   []bool
+		terminal, opens            []bool
 		keys                       []int64
 	)
 	for i, e := range events {
@@ -453,7 +498,7 @@ func (s *Store) AppendEach(ctx context.Context, events []watchdog.Event) []error
 		}
 		at = append(at, i)
 		ids, aggs, kinds = append(ids, e.ID), append(aggs, e.AggregateID), append(kinds, e.Kind)
-		windows, terminal = append(windows, int32(e.Window)), append(terminal, e.Terminal())
+		windows, terminal, opens = append(windows, int32(e.Window)), append(terminal, e.Terminal()), append(opens, e.OpensWindow)
 		payloads = append(payloads, string(b))
 		keys = append(keys, lockKey("append", s.cfg.table, e.AggregateID))
 	}
@@ -465,7 +510,7 @@ func (s *Store) AppendEach(ctx context.Context, events []watchdog.Event) []error
 
 	b := &pgx.Batch{} // one implicit transaction
 	b.Queue(s.n.lockEach, keys)
-	b.Queue(s.n.insertEach, ids, aggs, kinds, windows, terminal, payloads)
+	b.Queue(s.n.insertEach, ids, aggs, kinds, windows, terminal, opens, payloads)
 	b.Queue(`SELECT pg_notify($1, $2)`, s.n.channel, notifyPayload(aggs))
 	br := s.pool.SendBatch(ctx, b)
 	inserted := make(map[string]bool, len(ids))
@@ -530,6 +575,8 @@ func (s *Store) explainSkipped(ctx context.Context, events []watchdog.Event, err
 		case err != nil:
 			errs[i] = fmt.Errorf("postgres store: append: reading back a skipped insert: %w", err)
 		case held[e.ID]:
+		case e.OpensWindow:
+			errs[i] = s.watchedErr(ctx, e)
 		case e.Terminal():
 			errs[i] = s.decidedErr(ctx, e, errors.New("another terminal event holds the window"))
 		default:
@@ -584,6 +631,7 @@ type refusal int
 const (
 	transient refusal = iota // may pass on a retry: returned as it is
 	decided                  // the event lost its window's terminal race
+	watched                  // the event lost its window's opening race
 	invalid                  // the event can never be recorded
 )
 
@@ -598,6 +646,8 @@ func (n *names) classify(err error, atEvent bool) refusal {
 	switch {
 	case pgErr.Code == "23505" && pgErr.ConstraintName == n.terminalIndex:
 		return decided
+	case pgErr.Code == "23505" && pgErr.ConstraintName == n.openingIndex:
+		return watched
 	case refusedForGood(pgErr.Code):
 		return invalid
 	}
@@ -637,6 +687,22 @@ func (s *Store) decidedErr(ctx context.Context, e watchdog.Event, cause error) e
 	}
 	return fmt.Errorf("%w: session %q window %d already ended by event %s", watchdog.ErrAlreadyDecided, e.AggregateID, e.Window, winner)
 }
+
+// watchedErr names the event that already opened e's window.
+func (s *Store) watchedErr(ctx context.Context, e watchdog.Event) error {
+	var opener string
+	if err := s.pool.QueryRow(ctx, s.n.opener, e.AggregateID, e.Window).Scan(&opener); err != nil {
+		return fmt.Errorf("%w: session %q window %d: opening event %s refused by the database (another opened the window)",
+			watchdog.ErrAlreadyWatched, e.AggregateID, e.Window, e.ID)
+	}
+	return fmt.Errorf("%w: session %q window %d already opened by event %s", watchdog.ErrAlreadyWatched, e.AggregateID, e.Window, opener)
+}
+
+// Arbitrates implements watchdog.Arbiter: the table keeps one opening event
+// per session window (a partial unique index), so Start and Resume wait
+// for the database's answer, and of several processes that open one window
+// exactly one watches it.
+func (s *Store) Arbitrates() bool { return true }
 
 func (s *Store) isClosed() bool {
 	s.mu.Lock()
@@ -965,5 +1031,6 @@ func (s *Store) Close() error {
 var _ interface {
 	watchdog.EventStore
 	watchdog.EachAppender
+	watchdog.Arbiter
 	watchdog.Subscriber
 } = (*Store)(nil)

@@ -1,0 +1,154 @@
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// reserve claims id for a Start or Resume that waits for the store.
+func (w *Watchdog) reserve(s *Session) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return ErrClosed
+	}
+	if w.sessions.Get(s.id) != nil {
+		return fmt.Errorf("%w: %q", ErrAlreadyWatched, s.id)
+	}
+	w.sessions.Put(s)
+	return nil
+}
+
+func (w *Watchdog) release(s *Session) {
+	w.mu.Lock()
+	w.sessions.Del(s)
+	w.mu.Unlock()
+}
+
+// openings are the window openings a Watchdog waits for, with a store
+// that arbitrates them (see Arbiter): per event_id, how the wait ends.
+type openings struct {
+	mu      sync.Mutex
+	waiting map[string]*opening
+}
+
+// opening is one Start or Resume waiting for the store's answer. Once the
+// caller gave up (its context ended), a recorded opening is ended at once
+// with a stop event, so that no window is left open with no supervisor.
+type opening struct {
+	answer    chan error // buffered; the store's answer
+	abandoned bool       // guarded by openings.mu
+	s         *Session
+}
+
+// arbitrates reports whether store refuses a second opening of a window;
+// a panicking Arbitrates counts as false.
+func arbitrates(store EventStore) (ok bool) {
+	a, _ := store.(Arbiter)
+	if a == nil {
+		return false
+	}
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return a.Arbitrates()
+}
+
+// settled is the recorder's Settled hook: it hands an opening's answer to
+// its waiter, or ends a window whose waiter gave up.
+func (w *Watchdog) settled(e Event, err error) {
+	if !e.OpensWindow {
+		return
+	}
+	o := w.openings
+	o.mu.Lock()
+	op := o.waiting[e.ID]
+	delete(o.waiting, e.ID)
+	abandoned := op != nil && op.abandoned
+	o.mu.Unlock()
+	switch {
+	case op == nil:
+	case !abandoned:
+		op.answer <- err
+	case err == nil:
+		// Recorded after Start gave up: the window is this Watchdog's, and
+		// nobody watches it. End it.
+		s := op.s
+		stop := s.event(KindStop, w.now())
+		stop.Reason = StopCanceled
+		w.record(nil, stop)
+	}
+}
+
+// open records s's opening event and, with a store that arbitrates
+// openings, waits for the store's answer before activating s; without one,
+// it activates s at once (the event is recorded in the background).
+func (w *Watchdog) open(ctx context.Context, s *Session, kind string, reserved bool) (*Session, error) {
+	if w.openings == nil {
+		if err := w.activate(s, kind, reserved, false); err != nil {
+			s.cancel(err)
+			return nil, err
+		}
+		return s, nil
+	}
+	if !reserved {
+		if err := w.reserve(s); err != nil {
+			s.cancel(err)
+			return nil, err
+		}
+	}
+	e := s.event(kind, w.now())
+	e.ID = w.newID()
+	e.Policy = &s.cfg.policy
+	e.OpensWindow = true
+	op := &opening{answer: make(chan error, 1), s: s}
+	o := w.openings
+	o.mu.Lock()
+	o.waiting[e.ID] = op
+	o.mu.Unlock()
+	w.record(nil, e)
+	var err error
+	select {
+	case err = <-op.answer:
+	case <-ctx.Done():
+		err = w.abandon(op, e.ID, context.Cause(ctx))
+	case <-w.done:
+		err = w.abandon(op, e.ID, ErrClosed)
+	}
+	switch {
+	case errors.Is(err, errAbandoned):
+	case errors.Is(err, ErrAlreadyWatched):
+		err = fmt.Errorf("%w: %q window %d is open elsewhere: %w", ErrAlreadyWatched, s.id, s.window, err)
+	case err != nil:
+		err = fmt.Errorf("watchdog: %q window %d: the store refused its opening: %w", s.id, s.window, err)
+	default:
+		err = w.activate(s, kind, true, true)
+	}
+	if err != nil {
+		w.release(s)
+		s.cancel(err)
+		return nil, err
+	}
+	return s, nil
+}
+
+// errAbandoned marks the error of an opening whose caller gave up.
+var errAbandoned = errors.New("the store did not answer in time")
+
+// abandon gives up waiting for the opening id: it returns the store's
+// answer if it came meanwhile, else an error wrapping errAbandoned and
+// cause (the opening, if recorded later, is then ended at once).
+func (w *Watchdog) abandon(op *opening, id string, cause error) error {
+	o := w.openings
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, waiting := o.waiting[id]; !waiting {
+		return <-op.answer
+	}
+	op.abandoned = true
+	return fmt.Errorf("watchdog: %q window %d: %w before the context ended: %w", op.s.id, op.s.window, errAbandoned, cause)
+}
