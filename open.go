@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // reserve claims id for a Start or Resume that waits for the store.
@@ -58,10 +59,27 @@ func arbitrates(store EventStore) (ok bool) {
 	return a.Arbitrates()
 }
 
-// settled is the recorder's Settled hook: it hands an opening's answer to
-// its waiter, or ends a window whose waiter gave up.
+// ReasonAlreadyDecided is the reason of a superseded event recorded when
+// the cancel of an acting decision was refused because another Watchdog (or
+// process) had already ended the window: its error field names the event
+// that did.
+const ReasonAlreadyDecided = "already_decided"
+
+// settled is the recorder's Settled hook: a cancel that lost its window's
+// race gets its decision an outcome; an opening's answer goes to its
+// waiter, or a window whose waiter gave up is ended.
 func (w *Watchdog) settled(e Event, err error) {
-	if !e.OpensWindow {
+	if e.Kind == KindCancel && e.DecidedByDecisionID != "" && errors.Is(err, ErrAlreadyDecided) {
+		lost := e
+		lost.ID, lost.Seq, lost.Kind, lost.FiredAt = "", 0, KindSuperseded, time.Time{}
+		lost.Reason, lost.Error = ReasonAlreadyDecided, err.Error()
+		lost.OccurredAt = w.wall(w.now()).UTC()
+		lost.ElapsedSeconds = lost.OccurredAt.Sub(lost.WindowStartedAt).Seconds()
+		w.rec.Push(entry{ev: lost, seq: w.ids.Next()}) // its instants are the wall's already: not shifted again
+		w.rec.Poke()
+		return
+	}
+	if !e.OpensWindow || w.openings == nil {
 		return
 	}
 	o := w.openings

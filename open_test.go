@@ -183,3 +183,41 @@ func TestStartWithoutAnArbitratingStoreNeverWaitsForTheStore(t *testing.T) {
 		require.NoError(t, w.Close(context.Background()))
 	})
 }
+
+// Two Watchdogs (two processes) decide one window at the same instant: one
+// cancel is recorded, and the loser's decision gets an outcome that says it
+// lost, naming the event that won; replay finds nothing wrong in the log.
+func TestAnActDecisionThatLostTheRaceRecordsWhyItHasNoCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := watchdog.NewMemoryStore()
+		w1, w2 := watchdog.New(watchdog.WithStore(store)), watchdog.New(watchdog.WithStore(store))
+		start := time.Now()
+		p := watchdog.Policy{WallClock: time.Second}
+		a, err := w1.Start(context.Background(), "x", start, p)
+		require.NoError(t, err)
+		synctest.Wait() // the start is recorded
+		b, err := w2.Resume(context.Background(), "x", p) // a second supervisor of the window
+		require.NoError(t, err)
+		<-a.Context().Done()
+		<-b.Context().Done()
+		synctest.Wait()
+		evs := load(t, store, "x")
+		decisions := ofKind(evs, watchdog.KindDecision)
+		cancels := ofKind(evs, watchdog.KindCancel)
+		lost := ofKind(evs, watchdog.KindSuperseded)
+		require.Len(t, decisions, 2)
+		require.Len(t, cancels, 1)
+		require.Len(t, lost, 1)
+		assert.Equal(t, watchdog.ReasonAlreadyDecided, lost[0].Reason)
+		assert.Contains(t, lost[0].Error, cancels[0].ID, "names the winner")
+		assert.NotEqual(t, cancels[0].DecidedByDecisionID, lost[0].DecidedByDecisionID, "each decision has its own outcome")
+		for _, d := range decisions {
+			assert.Contains(t, []string{cancels[0].DecidedByDecisionID, lost[0].DecidedByDecisionID}, d.ID)
+		}
+		rep, err := watchdog.Replay(evs)
+		require.NoError(t, err)
+		assert.Empty(t, rep)
+		require.NoError(t, w1.Close(context.Background()))
+		require.NoError(t, w2.Close(context.Background()))
+	})
+}

@@ -162,10 +162,8 @@ func New(opts ...Option) *Watchdog {
 	if ea, ok := w.store.(EachAppender); ok {
 		appendEach = ea.AppendEach
 	}
-	var settled func(Event, error)
 	if arbitrates(w.store) {
 		w.openings = &openings{waiting: make(map[string]*opening)}
-		settled = w.settled
 	}
 	w.rec = record.New(record.Config[entry, Event]{
 		Append: func(ctx context.Context, events []Event) error {
@@ -178,7 +176,7 @@ func New(opts ...Option) *Watchdog {
 		Classify:      classifyAppendError,
 		Panicked:      func() { uf.n.Add(1) }, // the recorder logs it with the failure
 		Name:          eventName,
-		Settled:       settled,
+		Settled:       w.settled,
 		Recorded:      onEventHook(c.obs.OnEvent, uf),
 		Coalesce:      coalescible,
 		CoalesceAt:    maxQueued,
