@@ -183,6 +183,14 @@ type Event struct {
 	// and a resume event after the previous window ended. A store that
 	// arbitrates openings (see Arbiter) keeps one such event per window.
 	OpensWindow bool `json:"opens_window,omitempty"`
+	// Owner is the Watchdog that recorded the event: a random id per New
+	// (see Leaser). Empty in logs of earlier versions.
+	Owner string `json:"owner,omitempty"`
+	// AdoptedFrom and OwnerLastSeen are set on the resume event of a
+	// window adopted from a lost owner: that owner, and its last heartbeat
+	// on the store's clock (zero if it sent none).
+	AdoptedFrom   string    `json:"adopted_from,omitempty"`
+	OwnerLastSeen time.Time `json:"owner_last_seen,omitzero"`
 	// Extra holds the JSON fields of a decoded event that this version does
 	// not know (written by a newer version or another tool). They are kept
 	// and written back by MarshalJSON, so a store that round-trips events
@@ -389,7 +397,7 @@ func (e *Event) validate() error {
 	}
 	for _, f := range [...]struct{ name, v string }{{"reason", e.Reason}, {"rule", e.Rule}, {"mode", string(e.Mode)},
 		{"decided_by_decision_id", e.DecidedByDecisionID}, {"active_channel", e.ActiveChannel}, {"error", e.Error},
-		{"handler", e.Handler}, {"layer", e.Layer}, {"dying_span", e.DyingSpan}} {
+		{"handler", e.Handler}, {"layer", e.Layer}, {"dying_span", e.DyingSpan}, {"owner", e.Owner}, {"adopted_from", e.AdoptedFrom}} {
 		if err := checkText(f.name, f.v); err != nil {
 			return err
 		}

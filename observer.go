@@ -1,6 +1,7 @@
 package watchdog
 
 import (
+	"fmt"
 	"context"
 	"sync/atomic"
 	"time"
@@ -107,6 +108,17 @@ type userFaults struct {
 func (uf *userFaults) recovered(msg string, fields ...zap.Field) {
 	uf.n.Add(1)
 	uf.log.Error(msg, fields...)
+}
+
+// call runs f, user code named what, turning a panic into an error.
+func (uf *userFaults) call(what string, f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			uf.recovered("watchdog: user code panicked", zap.String("in", what), zap.Any("panic", p))
+			err = fmt.Errorf("%s panicked: %v", what, p)
+		}
+	}()
+	return f()
 }
 
 // Stats is a snapshot of a Watchdog's state, for metrics and health checks

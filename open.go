@@ -79,7 +79,10 @@ func (w *Watchdog) settled(e Event, err error) {
 		w.rec.Poke()
 		return
 	}
-	if !e.OpensWindow || w.openings == nil {
+	if w.openings == nil || e.Kind != KindStart && e.Kind != KindResume {
+		if errors.Is(err, ErrAlreadyWatched) && w.fleet != nil {
+			w.disown(e.AggregateID, e.Window, err) // fenced: another owner holds the window
+		}
 		return
 	}
 	o := w.openings
@@ -105,9 +108,9 @@ func (w *Watchdog) settled(e Event, err error) {
 // open records s's opening event and, with a store that arbitrates
 // openings, waits for the store's answer before activating s; without one,
 // it activates s at once (the event is recorded in the background).
-func (w *Watchdog) open(ctx context.Context, s *Session, kind string, reserved bool) (*Session, error) {
+func (w *Watchdog) open(ctx context.Context, s *Session, kind string, reserved, opens bool) (*Session, error) {
 	if w.openings == nil {
-		if err := w.activate(s, kind, reserved, false); err != nil {
+		if err := w.activate(s, kind, reserved, false, nil); err != nil {
 			s.cancel(err)
 			return nil, err
 		}
@@ -119,10 +122,15 @@ func (w *Watchdog) open(ctx context.Context, s *Session, kind string, reserved b
 			return nil, err
 		}
 	}
+	if err := w.awaitLease(ctx); err != nil {
+		w.release(s)
+		s.cancel(err)
+		return nil, err
+	}
 	e := s.event(kind, w.now())
 	e.ID = w.newID()
 	e.Policy = &s.cfg.policy
-	e.OpensWindow = true
+	e.OpensWindow = opens
 	op := &opening{answer: make(chan error, 1), s: s}
 	o := w.openings
 	o.mu.Lock()
@@ -144,7 +152,7 @@ func (w *Watchdog) open(ctx context.Context, s *Session, kind string, reserved b
 	case err != nil:
 		err = fmt.Errorf("watchdog: %q window %d: the store refused its opening: %w", s.id, s.window, err)
 	default:
-		err = w.activate(s, kind, true, true)
+		err = w.activate(s, kind, true, true, nil)
 	}
 	if err != nil {
 		w.release(s)

@@ -53,6 +53,8 @@ type config struct {
 	action   func(ctx context.Context, s *Session, v *VerdictError) error
 	obs      Observer
 	idPrefix string
+	leaseTTL time.Duration
+	adopt    bool
 }
 
 // evidenceResolution is the resolution of evidence timestamps. Recording

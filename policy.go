@@ -161,6 +161,17 @@ type Policy struct {
 	// Session.ReportLiveness feeds; RuleModes may set their modes. The
 	// names must not be the built-in rules'. JSON: liveness_rules.
 	LivenessRules []string
+
+	// ContinueWhenOwnerLost says what a fleet member that adopts the
+	// window from a lost owner does (see WithAdoption): false (the
+	// default), for agents that were children of the owner and died with
+	// it, ends the window at once with a stop, reason owner_lost; true, for
+	// agents that run elsewhere and follow the session, keeps watching it
+	// under this policy: the wall clock and the ceilings count from the
+	// recorded instants (and decide at once if already due), while the
+	// evidence rules start again from the adoption. JSON:
+	// continue_when_owner_lost.
+	ContinueWhenOwnerLost bool
 }
 
 type policyJSON struct {
@@ -182,6 +193,7 @@ type policyJSON struct {
 	RecoveryBudget  int                    `json:"recovery_budget,omitempty"`
 	RecoveryBackoff json.Number            `json:"recovery_backoff_seconds,omitempty"`
 	LivenessRules   []string               `json:"liveness_rules,omitempty"`
+	Continue        bool                   `json:"continue_when_owner_lost,omitempty"`
 }
 
 // durationKnob is one of Policy's plain duration fields beside its JSON
@@ -213,7 +225,7 @@ func (j *policyJSON) durations(p *Policy) []durationKnob {
 // zero fields are omitted, and Off is written as -1.
 func (p Policy) MarshalJSON() ([]byte, error) {
 	j := policyJSON{SettleChecks: p.SettleChecks, Mode: p.Mode, RuleModes: p.RuleModes, Channels: p.Channels,
-		RecoveryBudget: p.RecoveryBudget, LivenessRules: p.LivenessRules}
+		RecoveryBudget: p.RecoveryBudget, LivenessRules: p.LivenessRules, Continue: p.ContinueWhenOwnerLost}
 	for _, f := range j.durations(&p) {
 		if *f.d != 0 {
 			*f.s = formatSeconds(*f.d)
@@ -250,7 +262,7 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("%w: %v", ErrInvalidPolicy, err)
 	}
 	q := Policy{SettleChecks: j.SettleChecks, Mode: j.Mode, RuleModes: j.RuleModes, Channels: j.Channels,
-		RecoveryBudget: j.RecoveryBudget, LivenessRules: j.LivenessRules}
+		RecoveryBudget: j.RecoveryBudget, LivenessRules: j.LivenessRules, ContinueWhenOwnerLost: j.Continue}
 	var err error
 	for _, f := range j.durations(&q) {
 		if *f.d, err = parseSeconds(f.key, *f.s); err != nil {
@@ -434,7 +446,8 @@ func (p *Policy) same(q *Policy) bool {
 		maps.Equal(p.RuleModes, q.RuleModes) && slices.Equal(p.Channels, q.Channels) &&
 		maps.Equal(p.PhaseBudgets, q.PhaseBudgets) && p.IterationBudget == q.IterationBudget &&
 		p.HandlerGrace == q.HandlerGrace && p.RecoveryBudget == q.RecoveryBudget &&
-		p.RecoveryBackoff == q.RecoveryBackoff && slices.Equal(p.LivenessRules, q.LivenessRules)
+		p.RecoveryBackoff == q.RecoveryBackoff && slices.Equal(p.LivenessRules, q.LivenessRules) &&
+		p.ContinueWhenOwnerLost == q.ContinueWhenOwnerLost
 }
 
 // clone returns p with its own copies of its maps and slices, so that a

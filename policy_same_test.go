@@ -24,6 +24,8 @@ func TestPolicySameCoversEveryField(t *testing.T) {
 			f.SetMapIndex(reflect.Zero(f.Type().Key()), reflect.Zero(f.Type().Elem()))
 		case reflect.Slice:
 			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+		case reflect.Bool:
+			f.SetBool(true)
 		default:
 			t.Fatalf("field %s: kind %s not handled by this test", typ.Field(i).Name, f.Kind())
 		}

@@ -319,6 +319,9 @@ func (w *Watchdog) entryEvents(dst []Event, en *entry) []Event {
 		if e.ID == "" {
 			e.ID = w.ids.String(en.seq)
 		}
+		if e.Owner == "" {
+			e.Owner = w.owner
+		}
 		return append(dst, e)
 	}
 	s, f := en.fire, &en.facts
@@ -333,6 +336,7 @@ func (w *Watchdog) entryEvents(dst []Event, en *entry) []Event {
 	cancel.EvidenceSummary = nil
 	shiftEvent(&cancel, s.end.off)
 	cancel.EvidenceSummary = summary
+	dec.Owner, cancel.Owner = w.owner, w.owner
 	return append(dst, dec, cancel)
 }
 

@@ -80,6 +80,10 @@ type Watchdog struct {
 	closeErr  error
 
 	openings *openings // with a store that arbitrates openings (see Arbiter), else nil
+	owner    string    // this Watchdog's owner id (Event.Owner)
+	fleet    *fleet    // with a Leaser store, else nil
+
+	leaseRenewals, leaseFailures, adopted atomic.Int64
 
 	ws     *workspace.Monitor // started on first WatchWorkspace; guarded by mu
 	wsHook func(*Session)     // tests only
@@ -131,6 +135,8 @@ func New(opts ...Option) *Watchdog {
 		faults:  uf,
 		action:  c.action,
 		ids:     record.IDs{Prefix: c.idPrefix},
+		owner:   strings.TrimSuffix(c.idPrefix, "-"),
+		fleet:   newFleet(c.store, &c),
 		layers:  make(map[*layer]struct{}),
 		obs:     c.obs,
 		rt:      rt,
@@ -199,6 +205,10 @@ func New(opts ...Option) *Watchdog {
 		w.tickObs = newTickHook(c.obs.OnSchedulerTick)
 		go w.tickObs.run(w.done, uf)
 	}
+	if w.fleet != nil {
+		w.wg.Add(1)
+		go w.runFleet()
+	}
 	return w
 }
 
@@ -254,7 +264,7 @@ func (w *Watchdog) Start(ctx context.Context, id string, startedAt time.Time, p 
 	s.sessionStartedAt = w.onTimeline(startedAt).UTC()
 	s.windowStartedAt = s.sessionStartedAt
 	s.window = 1
-	return w.open(ctx, s, KindStart, false)
+	return w.open(ctx, s, KindStart, false, true)
 }
 
 // Resume re-attaches a session recorded in the store: it reads
@@ -281,6 +291,12 @@ func (w *Watchdog) Start(ctx context.Context, id string, startedAt time.Time, p 
 // store's error when Load fails, ErrAlreadyWatched, ErrClosed, or an error
 // wrapping ErrInvalidArgument or ErrInvalidPolicy.
 func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, error) {
+	return w.resume(ctx, id, p, nil)
+}
+
+// resume is Resume; with adopted, it takes over the open window the store
+// handed this Watchdog (see adoptOrphan), under its recorded policy.
+func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orphan) (*Session, error) {
 	if err := validateStart(ctx, id, p); err != nil {
 		return nil, err
 	}
@@ -351,6 +367,11 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 		return nil, err
 	}
 	window, fresh := decide.ResumeWindow(last, ended)
+	if adopted != nil && (fresh || window != adopted.Window) {
+		w.release(s)
+		s.cancel(errNotOpen)
+		return nil, errNotOpen
+	}
 	if window > math.MaxInt32 {
 		w.release(s)
 		err := fmt.Errorf("%w: resume %q: window %d is the last one a session can have", ErrInvalidEvent, id, last)
@@ -361,6 +382,8 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 	s.windowStartedAt = lastWindowStart.UTC()
 	if fresh {
 		s.windowStartedAt = w.now()
+	} else if recorded != nil && adopted != nil {
+		s.usePolicy(*recorded)
 	} else if recorded != nil && !recorded.same(&p) {
 		// An open window keeps the policy it was opened with: a supervisor
 		// configured differently does not silently change a running budget.
@@ -368,10 +391,10 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 			zap.String("session_id", id), zap.Int("window", window))
 		s.usePolicy(*recorded)
 	}
-	if fresh {
-		return w.open(ctx, s, KindResume, true)
+	if adopted == nil && (fresh || w.openings != nil) {
+		return w.open(ctx, s, KindResume, true, fresh)
 	}
-	if err := w.activate(s, KindResume, true, false); err != nil {
+	if err := w.activate(s, KindResume, true, false, adopted); err != nil {
 		s.cancel(err)
 		return nil, err
 	}
@@ -393,7 +416,7 @@ func FromContext(ctx context.Context) *Session {
 // activate registers s (already reserved when reserved is true), schedules
 // its deadline, enqueues its lifecycle event (unless opened: recorded
 // already) and arms the timer.
-func (w *Watchdog) activate(s *Session, kind string, reserved, opened bool) error {
+func (w *Watchdog) activate(s *Session, kind string, reserved, opened bool, adopted *Orphan) error {
 	now := w.now()
 	w.refreshCoarse(toNanos(now))
 	w.mu.Lock()
@@ -423,6 +446,9 @@ func (w *Watchdog) activate(s *Session, kind string, reserved, opened bool) erro
 	if !opened {
 		e := s.event(kind, now)
 		e.Policy = &s.cfg.policy // shared, never modified
+		if adopted != nil {
+			e.Reason, e.AdoptedFrom, e.OwnerLastSeen = StopOwnerLost, adopted.Owner, adopted.LastSeen.UTC()
+		}
 		w.record(nil, e)
 	}
 	w.mu.Unlock()
@@ -535,8 +561,14 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		recErr := w.rec.Close(ctx, ErrNotRecorded)
 		all := make(chan struct{})
 		go func() { w.wg.Wait(); close(all) }()
+		var relErr error
 		if !waitUntil(ctx, all) {
-			stuck = append(stuck, "the recorder goroutine (in the store's Append or Observer.OnEvent)")
+			stuck = append(stuck, "the recorder goroutine (in the store's Append or Observer.OnEvent) or the fleet goroutine (in a Leaser call)")
+		} else {
+			relErr = w.releaseLease(ctx) // the windows left open can be adopted at once
+		}
+		if w.fleet != nil {
+			w.fleet.cancel()
 		}
 		if w.tickObs != nil && !waitUntil(ctx, w.tickObs.done) {
 			stuck = append(stuck, "Observer.OnSchedulerTick")
@@ -546,7 +578,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 			stuckErr = fmt.Errorf("watchdog: close: %w: still running in user code that ignores its context: %s",
 				ctx.Err(), strings.Join(stuck, "; "))
 		}
-		w.closeErr = errors.Join(actErr, recErr, stuckErr)
+		w.closeErr = errors.Join(actErr, recErr, relErr, stuckErr)
 		if w.closeErr != nil {
 			w.log.Error("watchdog: closed with events not recorded", zap.Error(w.closeErr))
 		}

@@ -207,8 +207,13 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 		"WithEventIDPrefix": func(t *testing.T) {
 			assert.NotNil(t, watchdog.WithEventIDPrefix(""))
 		},
-		"WithLogger":       func(t *testing.T) { assert.NotNil(t, watchdog.WithLogger(nil)) },
-		"WithObserver":     func(t *testing.T) { assert.NotNil(t, watchdog.WithObserver(watchdog.Observer{})) },
+		"WithLogger":   func(t *testing.T) { assert.NotNil(t, watchdog.WithLogger(nil)) },
+		"WithObserver": func(t *testing.T) { assert.NotNil(t, watchdog.WithObserver(watchdog.Observer{})) },
+		"WithAdoption": func(t *testing.T) { assert.NotNil(t, watchdog.WithAdoption()) },
+		"WithLease": func(t *testing.T) {
+			w := watchdog.New(watchdog.WithLease(0), watchdog.WithLease(-time.Second)) // the default, the minimum
+			require.NoError(t, w.Close(context.Background()))
+		},
 		"WithRetryBackoff": func(t *testing.T) { assert.NotNil(t, watchdog.WithRetryBackoff(0, 0)) },
 		"WithStore":        func(t *testing.T) { assert.NotNil(t, watchdog.WithStore(nil)) },
 		"Within": func(t *testing.T) {

@@ -1,0 +1,258 @@
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Leaser is an optional interface of an EventStore that a fleet of
+// Watchdogs shares (the PostgreSQL store is one). Each Watchdog is an owner,
+// named by a random id per New (Event.Owner on every event it records), and
+// owns the windows it opens or resumes. Ownership is a lease: the Watchdog
+// renews it with Heartbeat every third of its time to live (WithLease,
+// default DefaultLeaseTTL), one call per Watchdog whatever the number of
+// sessions, and the store judges expiry on its own clock. A Watchdog made
+// WithAdoption calls Adopt about every sixth of the time to live and takes
+// over the windows Adopt hands it (see Policy.ContinueWhenOwnerLost). Close
+// calls Release, so a deploy does not wait out the lease.
+//
+// The store fences writes: an event of a window another owner holds (it
+// adopted the window, or resumed it after this owner's lease expired) is
+// refused with an error wrapping ErrAlreadyWatched, and the Watchdog stops
+// watching that session (its context ends with that error). A resume by
+// another owner of a window whose owner's lease is live is refused the same
+// way. Each method must be safe for concurrent use; the Watchdog calls them
+// off its scheduler, bounded by a context.
+type Leaser interface {
+	// Heartbeat creates or renews owner's lease until ttl from now on the
+	// store's clock.
+	Heartbeat(ctx context.Context, owner string, ttl time.Duration) error
+	// Release ends owner's lease now: its open windows may be adopted at
+	// once.
+	Release(ctx context.Context, owner string) error
+	// Adopt hands adopter up to limit open windows whose owner's lease has
+	// expired or was released, making adopter their owner: the store
+	// arbitrates, so that exactly one caller gets each window.
+	Adopt(ctx context.Context, adopter string, limit int) ([]Orphan, error)
+}
+
+// Orphan is an open window that Adopt handed over: its session, its
+// window, the owner that lost it and when that owner was last seen (its
+// last heartbeat, on the store's clock; zero if it never sent one).
+type Orphan struct {
+	SessionID string
+	Window    int
+	Owner     string
+	LastSeen  time.Time
+}
+
+// DefaultLeaseTTL is a Watchdog's lease time to live with a Leaser store
+// unless WithLease says otherwise: renewed every 2 s, so a database stall or
+// a pause of 2 s takes nothing over, while an owner that died is adopted
+// about 6 to 7 s after its last heartbeat.
+const DefaultLeaseTTL = 6 * time.Second
+
+// StopOwnerLost is the stop reason code of a window that an adopter ended
+// because its owner was lost (see Policy.ContinueWhenOwnerLost).
+const StopOwnerLost = "owner_lost"
+
+// WithLease sets the lease time to live with a Leaser store: renewed every
+// ttl/3; with WithAdoption, other owners' expired leases are looked for
+// every ttl/6. Default DefaultLeaseTTL; values below 300 ms mean 300 ms.
+func WithLease(ttl time.Duration) Option {
+	return func(c *config) { c.leaseTTL = ttl }
+}
+
+// WithAdoption makes the Watchdog a fleet member that adopts the open
+// windows of owners whose lease expired (with a Leaser store; without one
+// it does nothing). What it does with each is the window's recorded
+// Policy.ContinueWhenOwnerLost. Default: off.
+func WithAdoption() Option {
+	return func(c *config) { c.adopt = true }
+}
+
+// fleet is a Watchdog's lease and adoption state with a Leaser store.
+type fleet struct {
+	store   Leaser
+	ttl     time.Duration
+	adopt   bool
+	leased  chan struct{} // closed after the first successful heartbeat
+	renewed func()        // closes leased once; called by the fleet goroutine only
+	ctx     context.Context
+	cancel  context.CancelFunc // ends the calls in progress (Close)
+}
+
+func newFleet(store EventStore, c *config) *fleet {
+	l, ok := store.(Leaser)
+	if !ok {
+		return nil
+	}
+	ttl := c.leaseTTL
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	ttl = max(ttl, 300*time.Millisecond)
+	f := &fleet{store: l, ttl: ttl, adopt: c.adopt, leased: make(chan struct{})}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	var once bool
+	f.renewed = func() {
+		if !once {
+			once = true
+			close(f.leased)
+		}
+	}
+	return f
+}
+
+// awaitLease waits for the Watchdog's first heartbeat, bounded by ctx: a
+// window is never opened under an owner the store has no lease for.
+func (w *Watchdog) awaitLease(ctx context.Context) error {
+	if w.fleet == nil {
+		return nil
+	}
+	select {
+	case <-w.fleet.leased:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("watchdog: the store took no heartbeat of owner %s before the context ended: %w", w.owner, context.Cause(ctx))
+	case <-w.done:
+		return ErrClosed
+	}
+}
+
+// runFleet is the fleet goroutine: it renews the lease every ttl/3 and,
+// with adoption, looks for orphans every ttl/6, on the Watchdog's clock.
+func (w *Watchdog) runFleet() {
+	defer w.wg.Done()
+	f := w.fleet
+	tick := make(chan struct{}, 1)
+	step := f.ttl / 3
+	if f.adopt {
+		step = f.ttl / 6
+	}
+	n := 0
+	for {
+		if n%int(f.ttl/3/step) == 0 {
+			w.heartbeat(step)
+		}
+		if f.adopt {
+			w.sweep(step)
+		}
+		n++
+		t := w.clock.AfterFunc(step, func() {
+			select {
+			case tick <- struct{}{}:
+			default:
+			}
+		})
+		select {
+		case <-tick:
+		case <-w.done:
+			if t != nil {
+				t.Stop()
+			}
+			return
+		}
+	}
+}
+
+func (w *Watchdog) heartbeat(within time.Duration) {
+	f := w.fleet
+	ctx, cancel := context.WithTimeout(f.ctx, within)
+	defer cancel()
+	err := w.faults.call("Leaser.Heartbeat", func() error { return f.store.Heartbeat(ctx, w.owner, f.ttl) })
+	if err != nil {
+		w.leaseFailures.Add(1)
+		w.log.Warn("watchdog: lease heartbeat failed; other fleet members adopt this Watchdog's windows once its lease expires",
+			zap.String("owner", w.owner), zap.Duration("ttl", f.ttl), zap.Error(err))
+		return
+	}
+	w.leaseRenewals.Add(1)
+	f.renewed()
+}
+
+// sweep adopts the windows whose owner's lease expired.
+func (w *Watchdog) sweep(within time.Duration) {
+	select {
+	case <-w.fleet.leased:
+	default:
+		return // not a live owner yet: adopted windows would be adoptable at once
+	}
+	ctx, cancel := context.WithTimeout(w.fleet.ctx, max(within, time.Second))
+	defer cancel()
+	var orphans []Orphan
+	err := w.faults.call("Leaser.Adopt", func() (err error) {
+		orphans, err = w.fleet.store.Adopt(ctx, w.owner, 256)
+		return err
+	})
+	if err != nil {
+		w.log.Warn("watchdog: adoption sweep failed", zap.String("owner", w.owner), zap.Error(err))
+		return
+	}
+	for _, o := range orphans {
+		w.adoptOrphan(ctx, o)
+	}
+}
+
+// adoptOrphan watches o's window, which the store made this Watchdog's:
+// it records a resume event that says so (adopted_from, owner_last_seen,
+// reason owner_lost) under the window's recorded policy, then ends the
+// window at once (stop reason owner_lost) unless the policy says to
+// continue watching it.
+func (w *Watchdog) adoptOrphan(ctx context.Context, o Orphan) {
+	s, err := w.resume(ctx, o.SessionID, Policy{}, &o)
+	if err != nil {
+		if !errors.Is(err, errNotOpen) {
+			w.log.Error("watchdog: adopting a window failed; it stays this Watchdog's and is adopted again after a restart",
+				zap.String("session_id", o.SessionID), zap.Int("window", o.Window), zap.String("from", o.Owner), zap.Error(err))
+		}
+		return
+	}
+	w.adopted.Add(1)
+	w.log.Info("watchdog: adopted a window whose owner was lost", zap.String("session_id", o.SessionID),
+		zap.Int("window", o.Window), zap.String("from", o.Owner), zap.Time("owner_last_seen", o.LastSeen),
+		zap.Bool("continue", s.cfg.policy.ContinueWhenOwnerLost))
+	if !s.cfg.policy.ContinueWhenOwnerLost {
+		_, _ = s.stop(StopOwnerLost)
+	}
+}
+
+// errNotOpen: an orphan whose window ended meanwhile (nothing to adopt).
+var errNotOpen = errors.New("the window is not open")
+
+// disown stops watching session id's window after the store fenced one of
+// its events (another owner holds the window): the session leaves the
+// Watchdog without a terminal event, and its context ends with cause.
+func (w *Watchdog) disown(id string, window int, cause error) {
+	w.mu.Lock()
+	s := w.sessions.Get(id)
+	if s == nil || int(s.window) != window || s.state.Load() != stateRunning {
+		w.mu.Unlock()
+		return
+	}
+	s.state.Store(stateClosed)
+	w.sessions.Del(s)
+	w.heap.Remove(&s.item)
+	s.dropLocked()
+	w.mu.Unlock()
+	w.log.Warn("watchdog: another owner holds this window now; no longer watching it",
+		zap.String("session_id", id), zap.Int("window", window), zap.Error(cause))
+	s.cancel(fmt.Errorf("watchdog: %q window %d: %w", id, window, cause))
+}
+
+// releaseLease ends the Watchdog's lease (Close), so that its windows can be
+// adopted at once.
+func (w *Watchdog) releaseLease(ctx context.Context) error {
+	if w.fleet == nil {
+		return nil
+	}
+	err := w.faults.call("Leaser.Release", func() error { return w.fleet.store.Release(ctx, w.owner) })
+	if err != nil {
+		return fmt.Errorf("watchdog: close: release the lease of owner %s (its windows are adopted once it expires): %w", w.owner, err)
+	}
+	return nil
+}
