@@ -1,8 +1,8 @@
 package watchdog
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 

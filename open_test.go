@@ -195,7 +195,7 @@ func TestAnActDecisionThatLostTheRaceRecordsWhyItHasNoCancel(t *testing.T) {
 		p := watchdog.Policy{WallClock: time.Second}
 		a, err := w1.Start(context.Background(), "x", start, p)
 		require.NoError(t, err)
-		synctest.Wait() // the start is recorded
+		synctest.Wait()                                   // the start is recorded
 		b, err := w2.Resume(context.Background(), "x", p) // a second supervisor of the window
 		require.NoError(t, err)
 		<-a.Context().Done()
