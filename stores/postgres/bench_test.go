@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,13 +36,16 @@ func BenchmarkAppend(b *testing.B) {
 
 // BenchmarkRecorderThroughput is the rate at which a Watchdog's recorder
 // writes to PostgreSQL: each iteration starts and stops one session (two
-// records); the time includes draining the queue. "batched" is the Store
+// records) on one of 100 goroutines (Start waits for the database's answer,
+// since the Store arbitrates openings); the time includes draining the
+// queue. "batched" is the Store
 // itself (AppendEach: one transaction per batch); "per-event" hides
 // AppendEach, so the recorder appends one event per transaction. Run it on
 // a server that pays for durability (fsync and synchronous_commit on):
 //
 //	WATCHDOG_PG_DURABLE=1 ../../scripts/with-postgres go test -run '^$' -bench RecorderThroughput -benchtime 20000x
 func BenchmarkRecorderThroughput(b *testing.B) {
+	const starters = 100
 	pool := testPool(b)
 	for _, mode := range []string{"per-event", "batched"} {
 		b.Run(mode, func(b *testing.B) {
@@ -53,15 +57,23 @@ func BenchmarkRecorderThroughput(b *testing.B) {
 			w := watchdog.New(watchdog.WithStore(store))
 			defer w.Close(ctx)
 			start := time.Now()
-			for i := range b.N {
-				sess, err := w.Start(ctx, fmt.Sprintf("s%d", i), time.Now(), watchdog.Policy{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := sess.Stop(); err != nil {
-					b.Fatal(err)
-				}
+			var wg sync.WaitGroup
+			for g := range starters {
+				wg.Go(func() {
+					for i := g; i < b.N; i += starters {
+						sess, err := w.Start(ctx, fmt.Sprintf("s%d", i), time.Now(), watchdog.Policy{})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if err := sess.Stop(); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
 			}
+			wg.Wait()
 			for w.Stats().Queued > 0 {
 				if err := w.Check(ctx); err != nil {
 					b.Fatal(err)

@@ -110,6 +110,7 @@ func TestTwoWatchdogsStartingOneIDOpenItOnce(t *testing.T) {
 	_, err = w2.Start(sctx, "x", time.Now(), watchdog.Policy{})
 	require.ErrorIs(t, err, watchdog.ErrAlreadyWatched)
 	require.NoError(t, s.Stop())
+	require.NoError(t, w1.Check(sctx)) // the stop is recorded
 	_, err = w2.Resume(sctx, "x", watchdog.Policy{})
 	require.NoError(t, err, "once ended, another process resumes it")
 	evs, err := s1.Load(ctx, "x")

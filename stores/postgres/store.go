@@ -115,6 +115,10 @@ type names struct {
 	lockEach      string
 	insertEach    string
 	held          string
+
+	windows, leases  string // the fleet's tables, sanitized
+	fenceFn, trackFn string // their trigger functions, sanitized
+	base, schema     string // raw
 }
 
 func newNames(table string) names {
@@ -129,22 +133,31 @@ func newNames(table string) names {
 		lockSalt:      table,
 	}
 	n.insert = `WITH ins AS (
-	INSERT INTO ` + t + ` (event_id, aggregate_id, event_kind, window_number, terminal, opens, event)
-	VALUES ($1, $2, $3, $4, $5, $6, $7)
+	INSERT INTO ` + t + ` (event_id, aggregate_id, event_kind, window_number, terminal, opens, owner, event)
+	VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), $8)
 	ON CONFLICT (event_id) DO NOTHING
 	RETURNING seq, aggregate_id)
-SELECT seq, pg_notify($8, seq::text || ':' || CASE WHEN octet_length(aggregate_id) <= 7000 THEN aggregate_id ELSE '' END) FROM ins`
+SELECT seq, pg_notify($9, seq::text || ':' || CASE WHEN octet_length(aggregate_id) <= 7000 THEN aggregate_id ELSE '' END) FROM ins`
 	n.load = `SELECT seq, event FROM ` + t + ` WHERE aggregate_id = $1 ORDER BY seq`
 	n.loadAfter = `SELECT seq, event FROM ` + t + ` WHERE aggregate_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`
 	n.maxSeq = `SELECT coalesce(max(seq), 0) FROM ` + t + ` WHERE aggregate_id = $1`
 	n.winner = `SELECT event_id FROM ` + t + ` WHERE aggregate_id = $1 AND window_number = $2 AND terminal`
 	n.opener = `SELECT event_id FROM ` + t + ` WHERE aggregate_id = $1 AND window_number = $2 AND opens`
 	n.lockEach = `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS u(k)`
-	n.insertEach = `INSERT INTO ` + t + ` (event_id, aggregate_id, event_kind, window_number, terminal, opens, event)
-SELECT i, a, k, w, term, o, e::json FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::boolean[], $6::boolean[], $7::text[]) AS u(i, a, k, w, term, o, e)
+	n.insertEach = `INSERT INTO ` + t + ` (event_id, aggregate_id, event_kind, window_number, terminal, opens, owner, event)
+SELECT i, a, k, w, term, o, NULLIF(wd, ''), e::json FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::boolean[], $6::boolean[], $7::text[], $8::text[]) AS u(i, a, k, w, term, o, wd, e)
 ON CONFLICT DO NOTHING
 RETURNING event_id`
 	n.held = `SELECT event_id FROM ` + t + ` WHERE event_id = ANY($1::text[])`
+	qualify := func(name string) string {
+		if len(parts) == 2 {
+			return pgx.Identifier{parts[0], name}.Sanitize()
+		}
+		return pgx.Identifier{name}.Sanitize()
+	}
+	n.windows, n.leases = qualify(base+"_windows"), qualify(base+"_leases")
+	n.fenceFn, n.trackFn = qualify(base+"_fence"), qualify(base+"_track")
+	n.base = base
 	return n
 }
 
@@ -242,6 +255,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, table string) error {
 	}
 	if _, err := tx.Exec(ctx, `CREATE UNIQUE INDEX IF NOT EXISTS `+pgx.Identifier{n.openingIndex}.Sanitize()+` ON `+n.table+` (aggregate_id, window_number) WHERE opens`); err != nil {
 		return fmt.Errorf("postgres store: migrate %s: %w", table, err)
+	}
+	for _, s := range fleetSchema(&n) {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			return fmt.Errorf("postgres store: migrate %s: fleet schema: %w", table, err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("postgres store: migrate %s: %w", table, err)
@@ -400,7 +418,7 @@ func (s *Store) Append(ctx context.Context, events ...watchdog.Event) error {
 		b.Queue(`SELECT pg_advisory_xact_lock($1)`, k)
 	}
 	for i, e := range events {
-		b.Queue(s.n.insert, e.ID, e.AggregateID, e.Kind, e.Window, e.Terminal(), e.OpensWindow, payloads[i], s.n.channel)
+		b.Queue(s.n.insert, e.ID, e.AggregateID, e.Kind, e.Window, e.Terminal(), e.OpensWindow, e.Owner, payloads[i], s.n.channel)
 	}
 	br := tx.SendBatch(ctx, b)
 	var failed *watchdog.Event
@@ -440,6 +458,8 @@ func (s *Store) Append(ctx context.Context, events ...watchdog.Event) error {
 	case watched:
 		_ = tx.Rollback(context.Background())
 		return s.watchedErr(ctx, *failed)
+	case fence:
+		return fencedErr(*failed, err)
 	case invalid:
 		return fmt.Errorf("%w: postgres store: event %q (session %q window %d) refused for good by the database (nothing of its batch of %d was recorded): %w",
 			watchdog.ErrInvalidEvent, failed.ID, failed.AggregateID, failed.Window, len(events), err)
@@ -481,6 +501,7 @@ func (s *Store) AppendEach(ctx context.Context, events []watchdog.Event) []error
 	var (
 		at                         []int // index in events of each row
 		ids, aggs, kinds, payloads []string
+		owners                     []string
 		windows                    []int32
 		terminal, opens            []bool
 		keys                       []int64
@@ -500,6 +521,7 @@ func (s *Store) AppendEach(ctx context.Context, events []watchdog.Event) []error
 		ids, aggs, kinds = append(ids, e.ID), append(aggs, e.AggregateID), append(kinds, e.Kind)
 		windows, terminal, opens = append(windows, int32(e.Window)), append(terminal, e.Terminal()), append(opens, e.OpensWindow)
 		payloads = append(payloads, string(b))
+		owners = append(owners, e.Owner)
 		keys = append(keys, lockKey("append", s.cfg.table, e.AggregateID))
 	}
 	if len(at) == 0 {
@@ -510,7 +532,7 @@ func (s *Store) AppendEach(ctx context.Context, events []watchdog.Event) []error
 
 	b := &pgx.Batch{} // one implicit transaction
 	b.Queue(s.n.lockEach, keys)
-	b.Queue(s.n.insertEach, ids, aggs, kinds, windows, terminal, opens, payloads)
+	b.Queue(s.n.insertEach, ids, aggs, kinds, windows, terminal, opens, owners, payloads)
 	b.Queue(`SELECT pg_notify($1, $2)`, s.n.channel, notifyPayload(aggs))
 	br := s.pool.SendBatch(ctx, b)
 	inserted := make(map[string]bool, len(ids))
@@ -533,7 +555,7 @@ func (s *Store) AppendEach(ctx context.Context, events []watchdog.Event) []error
 	}
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if insertErr && errors.As(err, &pgErr) && refusedForGood(pgErr.Code) {
+		if insertErr && errors.As(err, &pgErr) && (refusedForGood(pgErr.Code) || fenced(pgErr.Code)) {
 			return s.appendEachAlone(ctx, events, errs, at)
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
@@ -632,6 +654,7 @@ const (
 	transient refusal = iota // may pass on a retry: returned as it is
 	decided                  // the event lost its window's terminal race
 	watched                  // the event lost its window's opening race
+	fence                    // another owner holds the event's window
 	invalid                  // the event can never be recorded
 )
 
@@ -648,6 +671,8 @@ func (n *names) classify(err error, atEvent bool) refusal {
 		return decided
 	case pgErr.Code == "23505" && pgErr.ConstraintName == n.openingIndex:
 		return watched
+	case fenced(pgErr.Code):
+		return fence
 	case refusedForGood(pgErr.Code):
 		return invalid
 	}
@@ -1032,5 +1057,6 @@ var _ interface {
 	watchdog.EventStore
 	watchdog.EachAppender
 	watchdog.Arbiter
+	watchdog.Leaser
 	watchdog.Subscriber
 } = (*Store)(nil)

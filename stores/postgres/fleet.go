@@ -1,0 +1,231 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// The fleet's schema, beside the events table (see Migrate): who owns each
+// window, and each owner's lease. Triggers on the events table keep the
+// windows table and fence writes, so that every writer, the Store or not,
+// is held to the same rules:
+//
+//	CREATE TABLE watchdog_events_windows (
+//		aggregate_id  text NOT NULL,
+//		window_number integer NOT NULL,
+//		owner         text NOT NULL,
+//		open          boolean NOT NULL DEFAULT true,
+//		claimed_at    timestamptz NOT NULL DEFAULT now(),
+//		PRIMARY KEY (aggregate_id, window_number));
+//	CREATE TABLE watchdog_events_leases (
+//		owner      text PRIMARY KEY,
+//		expires_at timestamptz NOT NULL,
+//		last_seen  timestamptz NOT NULL);
+//
+// An event with an owner (every event of this version) that opens a window,
+// or resumes one, makes its owner the window's; a terminal event closes it.
+// An event of a window another owner holds is refused (SQLSTATE WD001),
+// except a resume when that owner's lease has expired or was released: the
+// resume takes the window over. Events without an owner (earlier versions)
+// pass unchecked and are not tracked.
+func fleetSchema(n *names) []string {
+	const resume = "'" + watchdog.KindResume + "'"
+	return []string{
+		`CREATE TABLE IF NOT EXISTS ` + n.windows + ` (
+	aggregate_id  text NOT NULL,
+	window_number integer NOT NULL,
+	owner         text NOT NULL,
+	open          boolean NOT NULL DEFAULT true,
+	claimed_at    timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (aggregate_id, window_number))`,
+		`CREATE INDEX IF NOT EXISTS ` + pgx.Identifier{n.base + "_windows_owner"}.Sanitize() + ` ON ` + n.windows + ` (owner) WHERE open`,
+		`CREATE TABLE IF NOT EXISTS ` + n.leases + ` (
+	owner      text PRIMARY KEY,
+	expires_at timestamptz NOT NULL,
+	last_seen  timestamptz NOT NULL)`,
+		`CREATE INDEX IF NOT EXISTS ` + pgx.Identifier{n.base + "_leases_expiry"}.Sanitize() + ` ON ` + n.leases + ` (expires_at)`,
+		`ALTER TABLE ` + n.table + ` ADD COLUMN IF NOT EXISTS owner text`,
+		`CREATE OR REPLACE FUNCTION ` + n.fenceFn + `() RETURNS trigger LANGUAGE plpgsql AS $f$
+DECLARE cur text;
+BEGIN
+	IF NEW.owner IS NULL THEN RETURN NEW; END IF;
+	SELECT owner INTO cur FROM ` + n.windows + ` WHERE aggregate_id = NEW.aggregate_id AND window_number = NEW.window_number;
+	IF NOT FOUND OR cur = NEW.owner THEN RETURN NEW; END IF;
+	IF NEW.event_kind = ` + resume + ` AND NOT NEW.opens
+		AND NOT EXISTS (SELECT 1 FROM ` + n.leases + ` WHERE owner = cur AND expires_at >= now()) THEN
+		RETURN NEW; -- takes over a window whose owner's lease is gone
+	END IF;
+	RAISE EXCEPTION 'session % window % is owned by %', NEW.aggregate_id, NEW.window_number, cur USING ERRCODE = 'WD001';
+END $f$`,
+		`CREATE OR REPLACE FUNCTION ` + n.trackFn + `() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+	IF NEW.owner IS NULL THEN RETURN NULL; END IF;
+	IF NEW.opens OR NEW.event_kind = ` + resume + ` THEN
+		INSERT INTO ` + n.windows + ` AS w (aggregate_id, window_number, owner) VALUES (NEW.aggregate_id, NEW.window_number, NEW.owner)
+		ON CONFLICT (aggregate_id, window_number) DO UPDATE SET owner = EXCLUDED.owner, claimed_at = now() WHERE w.owner <> EXCLUDED.owner;
+	ELSIF NEW.terminal THEN
+		UPDATE ` + n.windows + ` SET open = false WHERE aggregate_id = NEW.aggregate_id AND window_number = NEW.window_number AND open;
+	END IF;
+	RETURN NULL;
+END $f$`,
+		`DROP TRIGGER IF EXISTS ` + pgx.Identifier{n.base + "_fence"}.Sanitize() + ` ON ` + n.table,
+		`CREATE TRIGGER ` + pgx.Identifier{n.base + "_fence"}.Sanitize() + ` BEFORE INSERT ON ` + n.table + ` FOR EACH ROW EXECUTE FUNCTION ` + n.fenceFn + `()`,
+		`DROP TRIGGER IF EXISTS ` + pgx.Identifier{n.base + "_track"}.Sanitize() + ` ON ` + n.table,
+		`CREATE TRIGGER ` + pgx.Identifier{n.base + "_track"}.Sanitize() + ` AFTER INSERT ON ` + n.table + ` FOR EACH ROW EXECUTE FUNCTION ` + n.trackFn + `()`,
+	}
+}
+
+// fenced reports whether SQLSTATE code is the fence's: another owner holds
+// the event's window.
+func fenced(code string) bool { return code == "WD001" }
+
+func fencedErr(e watchdog.Event, err error) error {
+	msg := err.Error()
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		msg = pgErr.Message
+	}
+	return fmt.Errorf("%w: event %s of owner %q refused: %s", watchdog.ErrAlreadyWatched, e.ID, e.Owner, msg)
+}
+
+// Heartbeat implements watchdog.Leaser: owner's lease runs until ttl from
+// now, on the database's clock.
+func (s *Store) Heartbeat(ctx context.Context, owner string, ttl time.Duration) error {
+	if s.isClosed() {
+		return s.closedErr()
+	}
+	if owner == "" || ttl <= 0 {
+		return fmt.Errorf("%w: postgres store: heartbeat of owner %q for %v", watchdog.ErrInvalidArgument, owner, ttl)
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.n.leases+` (owner, expires_at, last_seen)
+VALUES ($1, now() + make_interval(secs => $2), now())
+ON CONFLICT (owner) DO UPDATE SET expires_at = EXCLUDED.expires_at, last_seen = EXCLUDED.last_seen`, owner, ttl.Seconds())
+	if err != nil {
+		return fmt.Errorf("postgres store: heartbeat of %s: %w", owner, err)
+	}
+	return nil
+}
+
+// Release implements watchdog.Leaser: owner's lease ends now (its row stays,
+// with its last heartbeat, for the adopters' records).
+func (s *Store) Release(ctx context.Context, owner string) error {
+	if s.isClosed() {
+		return s.closedErr()
+	}
+	_, err := s.pool.Exec(ctx, `UPDATE `+s.n.leases+` SET expires_at = now() - interval '1 microsecond' WHERE owner = $1`, owner)
+	if err != nil {
+		return fmt.Errorf("postgres store: release of %s: %w", owner, err)
+	}
+	return nil
+}
+
+// Adopt implements watchdog.Leaser in one transaction: it picks up to limit
+// open windows whose owner's lease has expired (on the database's clock),
+// takes the advisory lock of each one's session (skipping those another
+// transaction holds: an append or another adopter), and makes adopter their
+// owner where the owner's lease is still expired. Leases expired for a day
+// that own no open window are deleted on the way.
+func (s *Store) Adopt(ctx context.Context, adopter string, limit int) ([]watchdog.Orphan, error) {
+	if s.isClosed() {
+		return nil, s.closedErr()
+	}
+	if adopter == "" || limit <= 0 {
+		return nil, nil
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: adopt: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	rows, err := tx.Query(ctx, `SELECT w.aggregate_id, w.window_number, w.owner, l.last_seen
+FROM `+s.n.leases+` l JOIN `+s.n.windows+` w ON w.owner = l.owner AND w.open
+WHERE l.expires_at < now() AND l.owner <> $1
+ORDER BY w.claimed_at LIMIT $2`, adopter, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: adopt: %w", err)
+	}
+	type cand struct {
+		o   watchdog.Orphan
+		key int64
+	}
+	var cands []cand
+	for rows.Next() {
+		var c cand
+		var w int32
+		if err := rows.Scan(&c.o.SessionID, &w, &c.o.Owner, &c.o.LastSeen); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("postgres store: adopt: %w", err)
+		}
+		c.o.Window = int(w)
+		c.key = lockKey("append", s.cfg.table, c.o.SessionID)
+		cands = append(cands, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres store: adopt: %w", err)
+	}
+	var orphans []watchdog.Orphan
+	if len(cands) > 0 {
+		keys := make([]int64, len(cands))
+		for i, c := range cands {
+			keys[i] = c.key
+		}
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
+		rows, err := tx.Query(ctx, `SELECT k FROM unnest($1::bigint[]) AS u(k) WHERE pg_try_advisory_xact_lock(k)`, keys)
+		if err != nil {
+			return nil, fmt.Errorf("postgres store: adopt: %w", err)
+		}
+		locked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return nil, fmt.Errorf("postgres store: adopt: %w", err)
+		}
+		var aggs, owners []string
+		var windows []int32
+		for _, c := range cands {
+			if slices.Contains(locked, c.key) {
+				aggs, owners, windows = append(aggs, c.o.SessionID), append(owners, c.o.Owner), append(windows, int32(c.o.Window))
+			}
+		}
+		rows, err = tx.Query(ctx, `UPDATE `+s.n.windows+` w SET owner = $1, claimed_at = now()
+FROM unnest($2::text[], $3::integer[], $4::text[]) AS c(a, n, o)
+WHERE w.aggregate_id = c.a AND w.window_number = c.n AND w.owner = c.o AND w.open
+	AND NOT EXISTS (SELECT 1 FROM `+s.n.leases+` l WHERE l.owner = c.o AND l.expires_at >= now())
+RETURNING w.aggregate_id, w.window_number`, adopter, aggs, windows, owners)
+		if err != nil {
+			return nil, fmt.Errorf("postgres store: adopt: %w", err)
+		}
+		type won struct {
+			a string
+			n int32
+		}
+		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (won, error) {
+			var x won
+			return x, r.Scan(&x.a, &x.n)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("postgres store: adopt: %w", err)
+		}
+		for _, c := range cands {
+			if slices.Contains(got, won{c.o.SessionID, int32(c.o.Window)}) {
+				orphans = append(orphans, c.o)
+			}
+		}
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM `+s.n.leases+` l WHERE l.expires_at < now() - interval '1 day'
+	AND NOT EXISTS (SELECT 1 FROM `+s.n.windows+` w WHERE w.owner = l.owner AND w.open)`); err != nil {
+		return nil, fmt.Errorf("postgres store: adopt: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("postgres store: adopt: %w", err)
+	}
+	return orphans, nil
+}
