@@ -239,6 +239,7 @@ func (w *Watchdog) disown(id string, window int, cause error) {
 	w.heap.Remove(&s.item)
 	s.dropLocked()
 	w.mu.Unlock()
+	w.disowned.Add(1)
 	w.log.Warn("watchdog: another owner holds this window now; no longer watching it",
 		zap.String("session_id", id), zap.Int("window", window), zap.Error(cause))
 	s.cancel(fmt.Errorf("watchdog: %q window %d: %w", id, window, cause))

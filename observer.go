@@ -155,6 +155,12 @@ type Stats struct {
 	// as runtime.handler.abandoned); AbandonedRunning is how many of those
 	// are still running.
 	AbandonedHandlers, AbandonedRunning int64
+	// With a Leaser store (see WithLease): LeaseRenewals and LeaseFailures
+	// count the heartbeats that renewed the lease and those that failed;
+	// Adopted counts the windows this Watchdog took over from lost owners
+	// (WithAdoption), and Disowned the sessions it stopped watching
+	// because another owner holds their window now.
+	LeaseRenewals, LeaseFailures, Adopted, Disowned int64
 }
 
 // Stats returns a snapshot of w's state. It is cheap (a short lock, no
@@ -184,5 +190,9 @@ func (w *Watchdog) Stats() Stats {
 		Panics:            w.faults.n.Load(),
 		AbandonedHandlers: w.abandoned.Load(),
 		AbandonedRunning:  w.running.Load(),
+		LeaseRenewals:     w.leaseRenewals.Load(),
+		LeaseFailures:     w.leaseFailures.Load(),
+		Adopted:           w.adopted.Load(),
+		Disowned:          w.disowned.Load(),
 	}
 }

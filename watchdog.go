@@ -83,7 +83,7 @@ type Watchdog struct {
 	owner    string    // this Watchdog's owner id (Event.Owner)
 	fleet    *fleet    // with a Leaser store, else nil
 
-	leaseRenewals, leaseFailures, adopted atomic.Int64
+	leaseRenewals, leaseFailures, adopted, disowned atomic.Int64
 
 	ws     *workspace.Monitor // started on first WatchWorkspace; guarded by mu
 	wsHook func(*Session)     // tests only

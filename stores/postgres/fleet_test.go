@@ -1,0 +1,125 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/watchdogtest"
+)
+
+// The fleet tests pause an owner the way SIGSTOP or a long GC pause would:
+// its Watchdog runs on a mock clock that the test does not advance, so it
+// sends its first heartbeat and then none, and its lease (300 ms, on the
+// database's clock) expires. Another Watchdog, with adoption, takes its
+// windows over. The tests wait on a follower of the session, never on time.
+
+const testLease = 300 * time.Millisecond
+
+// paused returns a Watchdog on its own mock clock (set to now), on its own
+// Store of table, with a 300 ms lease.
+func paused(t *testing.T, table string) (*watchdog.Watchdog, *clock.Mock) {
+	t.Helper()
+	mock := clock.NewMock()
+	mock.Set(time.Now())
+	w := watchdog.New(watchdog.WithClock(mock), watchdog.WithLease(testLease),
+		watchdog.WithStore(newStore(t, testPool(t), WithTable(table))))
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	return w, mock
+}
+
+// adopter returns a Watchdog on the real clock that adopts orphans.
+func adopter(t *testing.T, table string) *watchdog.Watchdog {
+	t.Helper()
+	w := watchdog.New(watchdog.WithAdoption(), watchdog.WithLease(testLease),
+		watchdog.WithStore(newStore(t, testPool(t), WithTable(table))))
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	return w
+}
+
+// With the default policy, the adopter of a lost owner's window ends it at
+// once (stop, reason owner_lost), recording who the owner was and when it
+// was last seen; the follower of the session ends. The owner, when it
+// wakes up and decides the window, can record nothing for it: its writes
+// are fenced, and it stops watching the session.
+func TestAnAdopterEndsTheWindowOfALostOwner(t *testing.T) {
+	ctx := context.Background()
+	table := uniqueTable(t)
+	store := newStore(t, testPool(t), WithTable(table))
+	owner, mock := paused(t, table)
+	s, err := owner.Start(ctx, "agent", mock.Now(), watchdog.Policy{WallClock: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, owner.Check(ctx))
+	follow, stop, err := watchdog.Follow(ctx, store, "agent")
+	require.NoError(t, err)
+	defer stop()
+
+	ad := adopter(t, table)
+	<-follow.Done()
+	require.ErrorIs(t, context.Cause(follow), watchdog.ErrSessionStopped)
+	evs, err := store.Load(ctx, "agent")
+	require.NoError(t, err)
+	require.Len(t, evs, 3)
+	start, resume, end := evs[0], evs[1], evs[2]
+	assert.Equal(t, watchdog.KindStart, start.Kind)
+	assert.Equal(t, watchdog.KindResume, resume.Kind)
+	assert.Equal(t, start.Owner, resume.AdoptedFrom, "adopted from the owner that opened the window")
+	assert.NotEqual(t, start.Owner, resume.Owner)
+	assert.Equal(t, watchdog.StopOwnerLost, resume.Reason)
+	assert.False(t, resume.OwnerLastSeen.IsZero(), "when the owner was last seen")
+	assert.Equal(t, 1, resume.Window)
+	assert.Equal(t, watchdog.KindStop, end.Kind)
+	assert.Equal(t, watchdog.StopOwnerLost, end.Reason)
+	assert.Equal(t, resume.Owner, end.Owner)
+	assert.Equal(t, int64(1), ad.Stats().Adopted)
+
+	// The owner wakes up past its budget: it decides, and the database
+	// refuses its records for the window it lost.
+	require.NoError(t, watchdogtest.Advance(ctx, mock, time.Hour+time.Nanosecond, owner))
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
+	require.NoError(t, owner.Check(ctx))
+	after, err := store.Load(ctx, "agent")
+	require.NoError(t, err)
+	assert.Len(t, after, 3, "nothing recorded by the owner that lost the window")
+}
+
+// With ContinueWhenOwnerLost, the adopter keeps watching the window under
+// the recorded policy, from the recorded instants: the wall clock fires at
+// the deadline the lost owner would have fired at, measured from the
+// window's recorded start, and the follower ends with that verdict.
+func TestAnAdopterContinuesAWindowUnderItsRecordedPolicy(t *testing.T) {
+	ctx := context.Background()
+	table := uniqueTable(t)
+	store := newStore(t, testPool(t), WithTable(table))
+	owner, mock := paused(t, table)
+	begin := mock.Now()
+	_, err := owner.Start(ctx, "agent", begin, watchdog.Policy{WallClock: 2 * time.Second, ContinueWhenOwnerLost: true})
+	require.NoError(t, err)
+	require.NoError(t, owner.Check(ctx))
+	follow, stop, err := watchdog.Follow(ctx, store, "agent")
+	require.NoError(t, err)
+	defer stop()
+
+	adopter(t, table)
+	<-follow.Done()
+	require.ErrorIs(t, context.Cause(follow), watchdog.ErrWallClockExceeded)
+	evs, err := store.Load(ctx, "agent")
+	require.NoError(t, err)
+	var kinds []string
+	for _, e := range evs {
+		kinds = append(kinds, e.Kind)
+	}
+	require.Equal(t, []string{watchdog.KindStart, watchdog.KindResume, watchdog.KindDecision, watchdog.KindCancel}, kinds)
+	cancel := evs[3]
+	assert.Equal(t, evs[1].Owner, cancel.Owner, "decided by the adopter")
+	assert.Equal(t, evs[0].Owner, evs[1].AdoptedFrom)
+	assert.Equal(t, begin.UTC(), cancel.WindowStartedAt.UTC(), "the window's recorded start")
+	assert.InDelta(t, 2.0, cancel.ElapsedSeconds, 0.5, "fired at the original deadline, not 2 s after the adoption")
+	require.NotNil(t, evs[1].Policy)
+	assert.True(t, evs[1].Policy.ContinueWhenOwnerLost, "under the recorded policy")
+}
