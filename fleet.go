@@ -81,7 +81,8 @@ type fleet struct {
 	ttl     time.Duration
 	adopt   bool
 	leased  chan struct{} // closed after the first successful heartbeat
-	renewed func()        // closes leased once; called by the fleet goroutine only
+	renewed func()        // closes leased once; called by the lease goroutine only
+	retry   []Orphan      // adopted here, not watched yet; owned by the adoption goroutine
 	ctx     context.Context
 	cancel  context.CancelFunc // ends the calls in progress (Close)
 }
@@ -124,39 +125,44 @@ func (w *Watchdog) awaitLease(ctx context.Context) error {
 	}
 }
 
-// runFleet is the fleet goroutine: it renews the lease every ttl/3 and,
-// with adoption, looks for orphans every ttl/6, on the Watchdog's clock.
-func (w *Watchdog) runFleet() {
+// runHeartbeats is the lease goroutine: it renews the lease every ttl/3
+// on the Watchdog's clock, whatever the adoption sweeps are doing.
+func (w *Watchdog) runHeartbeats() {
 	defer w.wg.Done()
-	f := w.fleet
-	tick := make(chan struct{}, 1)
-	step := f.ttl / 3
-	if f.adopt {
-		step = f.ttl / 6
-	}
-	n := 0
+	step := w.fleet.ttl / 3
 	for {
-		if n%int(f.ttl/3/step) == 0 {
-			w.heartbeat(step)
-		}
-		if f.adopt {
-			w.sweep(step)
-		}
-		n++
-		t := w.clock.AfterFunc(step, func() {
-			select {
-			case tick <- struct{}{}:
-			default:
-			}
-		})
-		select {
-		case <-tick:
-		case <-w.done:
-			if t != nil {
-				t.Stop()
-			}
+		w.heartbeat(step)
+		if !w.sleep(step) {
 			return
 		}
+	}
+}
+
+// runSweeps is the adoption goroutine (WithAdoption): every ttl/6 on the
+// Watchdog's clock it adopts the windows of owners whose lease expired.
+func (w *Watchdog) runSweeps() {
+	defer w.wg.Done()
+	step := w.fleet.ttl / 6
+	for {
+		w.sweep(step)
+		if !w.sleep(step) {
+			return
+		}
+	}
+}
+
+// sleep waits d on the Watchdog's clock; false once the Watchdog closes.
+func (w *Watchdog) sleep(d time.Duration) bool {
+	tick := make(chan struct{})
+	t := w.clock.AfterFunc(d, func() { close(tick) })
+	select {
+	case <-tick:
+		return true
+	case <-w.done:
+		if t != nil {
+			t.Stop()
+		}
+		return false
 	}
 }
 
@@ -175,26 +181,42 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 	f.renewed()
 }
 
-// sweep adopts the windows whose owner's lease expired.
+// adoptBatch is how many windows one Adopt call hands over at most; a
+// sweep calls Adopt again while it gets full batches.
+const adoptBatch = 64
+
+// sweep adopts the windows whose owner's lease expired, and retries those
+// whose adoption failed here before (the store made them this Watchdog's).
 func (w *Watchdog) sweep(within time.Duration) {
+	f := w.fleet
 	select {
-	case <-w.fleet.leased:
+	case <-f.leased:
 	default:
 		return // not a live owner yet: adopted windows would be adoptable at once
 	}
-	ctx, cancel := context.WithTimeout(w.fleet.ctx, max(within, time.Second))
-	defer cancel()
-	var orphans []Orphan
-	err := w.faults.call("Leaser.Adopt", func() (err error) {
-		orphans, err = w.fleet.store.Adopt(ctx, w.owner, 256)
-		return err
-	})
-	if err != nil {
-		w.log.Warn("watchdog: adoption sweep failed", zap.String("owner", w.owner), zap.Error(err))
-		return
+	retry := f.retry
+	f.retry = nil
+	for _, o := range retry {
+		w.adoptOrphan(o)
 	}
-	for _, o := range orphans {
-		w.adoptOrphan(ctx, o)
+	for {
+		ctx, cancel := context.WithTimeout(f.ctx, max(within, time.Second))
+		var orphans []Orphan
+		err := w.faults.call("Leaser.Adopt", func() (err error) {
+			orphans, err = f.store.Adopt(ctx, w.owner, adoptBatch)
+			return err
+		})
+		cancel()
+		if err != nil {
+			w.log.Warn("watchdog: adoption sweep failed", zap.String("owner", w.owner), zap.Error(err))
+			return
+		}
+		for _, o := range orphans {
+			w.adoptOrphan(o)
+		}
+		if len(orphans) < adoptBatch || f.ctx.Err() != nil {
+			return
+		}
 	}
 }
 
@@ -203,12 +225,15 @@ func (w *Watchdog) sweep(within time.Duration) {
 // reason owner_lost) under the window's recorded policy, then ends the
 // window at once (stop reason owner_lost) unless the policy says to
 // continue watching it.
-func (w *Watchdog) adoptOrphan(ctx context.Context, o Orphan) {
+func (w *Watchdog) adoptOrphan(o Orphan) {
+	ctx, cancel := context.WithTimeout(w.fleet.ctx, w.fleet.ttl)
+	defer cancel()
 	s, err := w.resume(ctx, o.SessionID, Policy{}, &o)
 	if err != nil {
-		if !errors.Is(err, errNotOpen) {
-			w.log.Error("watchdog: adopting a window failed; it stays this Watchdog's and is adopted again after a restart",
+		if !errors.Is(err, errNotOpen) && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrAlreadyWatched) {
+			w.log.Error("watchdog: adopting a window failed; retried at the next sweep",
 				zap.String("session_id", o.SessionID), zap.Int("window", o.Window), zap.String("from", o.Owner), zap.Error(err))
+			w.fleet.retry = append(w.fleet.retry, o)
 		}
 		return
 	}

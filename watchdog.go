@@ -207,7 +207,11 @@ func New(opts ...Option) *Watchdog {
 	}
 	if w.fleet != nil {
 		w.wg.Add(1)
-		go w.runFleet()
+		go w.runHeartbeats()
+		if w.fleet.adopt {
+			w.wg.Add(1)
+			go w.runSweeps()
+		}
 	}
 	return w
 }

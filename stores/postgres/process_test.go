@@ -55,6 +55,10 @@ func runChild(role string) int {
 	defer store.Close()
 	id := os.Getenv(envSession)
 	switch role {
+	case "member":
+		return runMember(ctx, store)
+	case "follower":
+		return runFollower(ctx, store)
 	case "worker":
 		// A component that did not start the watch: it exits cleanly when
 		// a supervisor in another process records the session's verdict.
