@@ -15,7 +15,8 @@ import (
 // window in the store when Follow is called), including one recorded before
 // Follow was called. Its cause is a *VerdictError for a cancel (so
 // errors.Is(context.Cause(ctx), ErrWallClockExceeded) holds) and
-// ErrSessionStopped for a stop. It lets a component that did not start the
+// ErrSessionStopped for a stop (wrapped with the stop reason code when it
+// is not "completed", for example owner_lost after an adoption). It lets a component that did not start the
 // watch exit cleanly when the watchdog fires (cooperative cancellation).
 //
 // Follow has a backstop, so that a worker never runs on unsupervised when
@@ -203,6 +204,9 @@ func causeOf(e Event) error {
 			v.reason = r.Reason() // a log of an older version may name it otherwise
 		}
 		return v
+	}
+	if e.Reason != "" && e.Reason != StopCompleted {
+		return fmt.Errorf("%w (stop_reason_code %s)", ErrSessionStopped, e.Reason)
 	}
 	return ErrSessionStopped
 }

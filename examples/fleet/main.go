@@ -14,6 +14,19 @@
 //   - the supervisor prints the events as the database holds them and checks
 //     the story: it exits non-zero if it did not happen.
 //
+// Then the fleet loses an orchestrator:
+//
+//   - a second orchestrator process (WATCHDOG_FLEET_ROLE=orchestrator) starts
+//     a session with a one-hour budget, and a second worker follows it;
+//   - the supervisor, a fleet member made with watchdog.WithAdoption, kills
+//     that orchestrator with SIGKILL: its lease (watchdog.DefaultLeaseTTL,
+//     6 s, renewed every 2 s, judged on the database's clock) expires;
+//   - the supervisor adopts the orphaned window and, as the policy's
+//     default says for agents that die with their orchestrator, ends it at
+//     once: a stop with reason owner_lost, recording which owner was lost
+//     and when it was last seen; the worker exits with that reason, about
+//     6 s after the kill instead of an hour later.
+//
 // It needs a PostgreSQL server: give a DSN with -dsn or WATCHDOG_PG_DSN.
 // Without one it says so and exits 0. From the repository root, with a
 // throw-away server:
@@ -54,12 +67,18 @@ const (
 	envTable   = "WATCHDOG_FLEET_TABLE"
 )
 
+// roles of the processes besides the supervisor
+const (
+	roleWorker       = "worker"
+	roleOrchestrator = "orchestrator"
+)
+
 // budget is the session's wall-clock budget.
 const budget = 1500 * time.Millisecond
 
 func main() {
-	if os.Getenv(envRole) == "worker" {
-		os.Exit(worker(context.Background(), os.Getenv(envDSN), os.Getenv(envTable), os.Getenv(envSession), os.Stdout))
+	if code, ok := runRole(); ok {
+		os.Exit(code)
 	}
 	dsn := flag.String("dsn", os.Getenv(envDSN), "PostgreSQL `DSN` (default $"+envDSN+")")
 	table := flag.String("table", postgres.DefaultTable, "the events `table` (created if missing)")
@@ -93,7 +112,9 @@ func supervise(ctx context.Context, dsn, table string, out io.Writer) error {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	id := "fleet-" + hex.EncodeToString(b[:])
-	w := watchdog.New(watchdog.WithStore(store))
+	// A fleet member: it owns the windows it opens (a lease it renews) and
+	// adopts those of members whose lease expired.
+	w := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption())
 	defer w.Close(ctx)
 	s, err := w.Start(ctx, id, time.Now(), watchdog.Policy{WallClock: budget})
 	if err != nil {
@@ -105,32 +126,10 @@ func supervise(ctx context.Context, dsn, table string, out io.Writer) error {
 	fmt.Fprintf(out, "supervisor: session %s started on table %s, budget %v\n", id, store.Table(), budget)
 
 	// The worker: this program again, told only the DSN and the session.
-	self, err := os.Executable()
+	cmd, lines, workerStop, err := spawn(roleWorker, dsn, table, id, "  worker> ", out)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), envRole+"=worker", envDSN+"="+dsn, envTable+"="+table, envSession+"="+id)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start the worker: %w", err)
-	}
-	var workerStop string
-	lines := make(chan struct{})
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			fmt.Fprintf(out, "  worker> %s\n", sc.Text())
-			if code, ok := strings.CutPrefix(sc.Text(), "stopping: "); ok {
-				workerStop = code
-			}
-		}
-	}()
 	// A guard against a worker that never hears of the cancel: the example
 	// fails instead of hanging.
 	guard := time.AfterFunc(budget+20*time.Second, func() { _ = cmd.Process.Kill() })
@@ -138,10 +137,10 @@ func supervise(ctx context.Context, dsn, table string, out io.Writer) error {
 
 	<-s.Context().Done()
 	fmt.Fprintf(out, "supervisor: the watchdog fired: %v\n", context.Cause(s.Context()))
-	<-lines
+	<-lines.done
 	werr := cmd.Wait()
 	fmt.Fprintf(out, "supervisor: worker exited: %v\n", exitStatus(werr))
-	if err := w.Close(ctx); err != nil {
+	if err := w.Check(ctx); err != nil {
 		return err
 	}
 
@@ -161,8 +160,8 @@ func supervise(ctx context.Context, dsn, table string, out io.Writer) error {
 	if werr != nil {
 		problems = append(problems, "the worker failed: "+exitStatus(werr))
 	}
-	if workerStop != "watchdog_wall_clock_exceeded" {
-		problems = append(problems, fmt.Sprintf("the worker stopped with %q, want %q", workerStop, "watchdog_wall_clock_exceeded"))
+	if *workerStop != "watchdog_wall_clock_exceeded" {
+		problems = append(problems, fmt.Sprintf("the worker stopped with %q, want %q", *workerStop, "watchdog_wall_clock_exceeded"))
 	}
 	cancels := 0
 	for _, e := range events {
@@ -177,7 +176,150 @@ func supervise(ctx context.Context, dsn, table string, out io.Writer) error {
 		return errors.New("the story did not happen as expected:\n  - " + strings.Join(problems, "\n  - "))
 	}
 	fmt.Fprintln(out, "\nOK: the supervisor's cancel reached the worker through PostgreSQL, and the worker exited with the stop reason.")
+	return adoption(ctx, w, store, dsn, table, out)
+}
+
+// adoption is the second act: an orchestrator process dies, and the
+// supervisor, a fleet member, adopts and ends its window.
+func adoption(ctx context.Context, w *watchdog.Watchdog, store *postgres.Store, dsn, table string, out io.Writer) error {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	id := "fleet-" + hex.EncodeToString(b[:])
+	fmt.Fprintf(out, "\nsupervisor: an orchestrator process starts session %s (budget 1h) and a worker follows it\n", id)
+	orch, orchLines, _, err := spawn(roleOrchestrator, dsn, table, id, "  orchestrator> ", out)
+	if err != nil {
+		return err
+	}
+	<-orchLines.started
+	wcmd, wlines, workerStop, err := spawn(roleWorker, dsn, table, id, "  worker> ", out)
+	if err != nil {
+		return err
+	}
+	<-wlines.started
+	killed := time.Now()
+	_ = orch.Process.Kill()
+	_ = orch.Wait()
+	<-orchLines.done
+	fmt.Fprintln(out, "supervisor: killed the orchestrator (SIGKILL): its lease expires, and a fleet member adopts its window")
+	guard := time.AfterFunc(time.Minute, func() { _ = wcmd.Process.Kill() })
+	defer guard.Stop()
+	<-wlines.done
+	werr := wcmd.Wait()
+	fmt.Fprintf(out, "supervisor: worker exited %.1f s after the kill: %v\n", time.Since(killed).Seconds(), exitStatus(werr))
+	if err := w.Check(ctx); err != nil {
+		return err
+	}
+	events, err := store.Load(ctx, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nevents in PostgreSQL (session %s):\n", id)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  seq\tkind\treason\towner\tadopted_from\towner_last_seen")
+	for _, e := range events {
+		seen := ""
+		if !e.OwnerLastSeen.IsZero() {
+			seen = e.OwnerLastSeen.Format(time.RFC3339Nano)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Kind, e.Reason, e.Owner, e.AdoptedFrom, seen)
+	}
+	_ = tw.Flush()
+	var problems []string
+	if werr != nil {
+		problems = append(problems, "the worker failed: "+exitStatus(werr))
+	}
+	if *workerStop != watchdog.StopOwnerLost {
+		problems = append(problems, fmt.Sprintf("the worker stopped with %q, want %q", *workerStop, watchdog.StopOwnerLost))
+	}
+	if n := len(events); n != 3 || events[1].AdoptedFrom != events[0].Owner || events[2].Reason != watchdog.StopOwnerLost {
+		problems = append(problems, fmt.Sprintf("want start, resume (adopted from the orchestrator) and stop (owner_lost); got %d events", n))
+	}
+	if len(problems) > 0 {
+		return errors.New("the adoption did not happen as expected:\n  - " + strings.Join(problems, "\n  - "))
+	}
+	fmt.Fprintln(out, "\nOK: the orchestrator died; a fleet member adopted its window and ended it (owner_lost), and the worker exited.")
 	return nil
+}
+
+// output follows a child's lines: started is closed at its first line,
+// done when its output ends.
+type output struct{ started, done chan struct{} }
+
+// spawn runs this program again in role, told only the DSN, the table and
+// the session, copying its lines to out with prefix. The string it returns
+// receives the stop reason the child prints ("stopping: CODE").
+func spawn(role, dsn, table, id, prefix string, out io.Writer) (*exec.Cmd, output, *string, error) {
+	o := output{started: make(chan struct{}), done: make(chan struct{})}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, o, nil, err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), envRole+"="+role, envDSN+"="+dsn, envTable+"="+table, envSession+"="+id)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, o, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, o, nil, fmt.Errorf("start the %s: %w", role, err)
+	}
+	stop := new(string)
+	go func() {
+		defer close(o.done)
+		first := true
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			fmt.Fprintf(out, "%s%s\n", prefix, sc.Text())
+			if code, ok := strings.CutPrefix(sc.Text(), "stopping: "); ok {
+				*stop = code
+			}
+			if first {
+				first = false
+				close(o.started)
+			}
+		}
+		if first {
+			close(o.started)
+		}
+	}()
+	return cmd, o, stop, nil
+}
+
+// runRole runs this process's role if it is not the supervisor, and
+// returns its exit code.
+func runRole() (int, bool) {
+	ctx := context.Background()
+	dsn, table, id := os.Getenv(envDSN), os.Getenv(envTable), os.Getenv(envSession)
+	switch os.Getenv(envRole) {
+	case roleWorker:
+		return worker(ctx, dsn, table, id, os.Stdout), true
+	case roleOrchestrator:
+		return orchestrate(ctx, dsn, table, id, os.Stdout), true
+	}
+	return 0, false
+}
+
+// orchestrate is an orchestrator process that starts a session with a long
+// budget and runs until it is killed.
+func orchestrate(ctx context.Context, dsn, table, id string, out io.Writer) int {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		fmt.Fprintln(out, "error:", err)
+		return 2
+	}
+	store, err := postgres.New(ctx, pool, postgres.WithTable(table))
+	if err != nil {
+		fmt.Fprintln(out, "error:", err)
+		return 2
+	}
+	w := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption())
+	if _, err := w.Start(ctx, id, time.Now(), watchdog.Policy{WallClock: time.Hour}); err != nil {
+		fmt.Fprintln(out, "error:", err)
+		return 2
+	}
+	fmt.Fprintf(out, "watching session %s\n", id)
+	select {} // until killed
 }
 
 // lockedWriter serialises writes to w.
@@ -233,6 +375,8 @@ func worker(ctx context.Context, dsn, table, id string, out io.Writer) int {
 			var v *watchdog.VerdictError
 			if errors.As(cause, &v) {
 				code = v.StopReasonCode()
+			} else if _, c, ok := strings.Cut(cause.Error(), "stop_reason_code "); ok {
+				code = strings.TrimSuffix(c, ")")
 			}
 			fmt.Fprintf(out, "the session is over: %v\n", cause)
 			fmt.Fprintf(out, "stopping: %s\n", code)

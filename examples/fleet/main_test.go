@@ -13,11 +13,11 @@ import (
 // envRequire makes a missing server a failure, not a skip (CI sets it).
 const envRequire = "WATCHDOG_REQUIRE_PG"
 
-// TestMain lets the test binary be the worker too: the supervisor
+// TestMain lets the test binary be the worker and the orchestrator too: the supervisor
 // re-executes os.Executable, which is this binary under go test.
 func TestMain(m *testing.M) {
-	if os.Getenv(envRole) == "worker" {
-		os.Exit(worker(context.Background(), os.Getenv(envDSN), os.Getenv(envTable), os.Getenv(envSession), os.Stdout))
+	if code, ok := runRole(); ok {
+		os.Exit(code)
 	}
 	if os.Getenv(envDSN) == "" && os.Getenv(envRequire) == "" {
 		fmt.Fprintf(os.Stderr, "\n*** SKIPPING the fleet example's test: %s is not set.\n"+
