@@ -37,9 +37,11 @@ import (
 //	silent   writes nothing: the idle rule ends it
 //	remote   runs elsewhere: ContinueWhenOwnerLost, wall clock only
 //
-// and "DRAIN" (or the end of stdin) makes it wait for its sessions to end,
-// Close, print "LAG maxms" (its recorder's lag) and exit. Its owner id is
-// the WATCHDOG_PG_TEST_OWNER variable (the event id prefix).
+// "DRAIN" makes it start nothing more and print "DRAINED" once every Start
+// in progress has returned; it goes on watching (and adopting) until "EXIT"
+// (or the end of stdin), then waits for its sessions to end, Closes, prints
+// "LAG maxms" (its recorder's lag) and exits. Its owner id is the
+// WATCHDOG_PG_TEST_OWNER variable (the event id prefix).
 
 const (
 	envOwner = "WATCHDOG_PG_TEST_OWNER"
@@ -60,9 +62,10 @@ func runMember(ctx context.Context, store *Store) int {
 	w := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption(),
 		watchdog.WithEventIDPrefix(os.Getenv(envOwner)+"-"))
 	var (
-		mu     sync.Mutex
-		maxLag time.Duration
-		wg     sync.WaitGroup
+		mu       sync.Mutex
+		maxLag   time.Duration
+		wg       sync.WaitGroup
+		starting sync.WaitGroup
 	)
 	stopSampling := make(chan struct{})
 	go func() {
@@ -89,20 +92,29 @@ func runMember(ctx context.Context, store *Store) int {
 		}
 	}()
 	sc := bufio.NewScanner(os.Stdin)
+	draining := false
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) == 0 || f[0] == "DRAIN" {
+		if len(f) == 1 && f[0] == "EXIT" {
 			break
 		}
-		if len(f) != 4 || f[0] != "START" {
+		if len(f) == 1 && f[0] == "DRAIN" {
+			draining = true
+			starting.Wait()
+			out <- "DRAINED"
+			continue
+		}
+		if draining || len(f) != 4 || f[0] != "START" {
 			continue
 		}
 		id, kind := f[1], f[2]
 		budget, _ := time.ParseDuration(f[3])
+		starting.Add(1)
 		wg.Go(func() {
 			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			s, err := w.Start(sctx, id, time.Now(), chaosPolicy(kind, budget))
+			starting.Done()
 			if err != nil {
 				out <- "FAILED " + id + " " + strings.ReplaceAll(err.Error(), "\n", " ")
 				return
@@ -180,6 +192,7 @@ type member struct {
 	in      *bufio.Writer
 	inClose func() error
 	lines   chan string
+	drained chan struct{}
 	alive   bool
 }
 
@@ -206,7 +219,8 @@ func (c *chaos) start(slot int) *member {
 	stdin, err := cmd.StdinPipe()
 	require.NoError(c.t, err)
 	require.NoError(c.t, cmd.Start())
-	m := &member{slot: slot, owner: owner, cmd: cmd, in: bufio.NewWriter(stdin), inClose: stdin.Close, lines: make(chan string, 64), alive: true}
+	m := &member{slot: slot, owner: owner, cmd: cmd, in: bufio.NewWriter(stdin), inClose: stdin.Close,
+		lines: make(chan string, 64), drained: make(chan struct{}), alive: true}
 	go func() {
 		defer close(m.lines)
 		sc := bufio.NewScanner(stdout)
@@ -214,6 +228,8 @@ func (c *chaos) start(slot int) *member {
 			line := sc.Text()
 			c.mu.Lock()
 			switch {
+			case line == "DRAINED":
+				close(m.drained)
 			case strings.HasPrefix(line, "LAG "):
 				n, _ := strconv.ParseInt(strings.TrimPrefix(line, "LAG "), 10, 64)
 				c.lags = append(c.lags, n)
@@ -337,19 +353,23 @@ func TestChaosFleet(t *testing.T) {
 	if stalled {
 		<-stallDone
 	}
+	// The members start nothing more; once every Start in progress has
+	// returned, the table holds every session there will be.
 	for _, m := range fleet {
 		fmt.Fprintln(m.in, "DRAIN")
 		_ = m.in.Flush()
-		_ = m.inClose()
 	}
 	for _, m := range fleet {
-		_ = m.cmd.Wait()
-		for range m.lines {
+		select {
+		case <-m.drained:
+		case <-time.After(time.Minute): // a guard against a hung member, not a wait for it
+			t.Fatalf("member %s did not drain in a minute", m.owner)
 		}
 	}
-	elapsed := time.Since(began)
 
-	// Every session the table knows ended, and its follower saw it.
+	// Every session the table knows ends (the members still run, so the
+	// windows of the owners lost last are adopted), and its follower sees
+	// it. Then the members exit.
 	var started []string
 	rows, err := pool.Query(ctx, `SELECT DISTINCT aggregate_id FROM `+newNames(table).table)
 	require.NoError(t, err)
@@ -364,6 +384,17 @@ func TestChaosFleet(t *testing.T) {
 		delete(want, strings.Fields(line)[1])
 	}
 	_ = follower.cmd.Process.Kill()
+	for _, m := range fleet {
+		fmt.Fprintln(m.in, "EXIT")
+		_ = m.in.Flush()
+		_ = m.inClose()
+	}
+	for _, m := range fleet {
+		_ = m.cmd.Wait()
+		for range m.lines {
+		}
+	}
+	elapsed := time.Since(began)
 
 	// The whole table: one terminal per window, replay finds nothing wrong,
 	// no false takeover, and the adoption latency.
