@@ -74,6 +74,18 @@ const (
 	// MetricAbandonedRunning is an int64 gauge, unit "{handler}": the
 	// abandoned functions still running (Stats.AbandonedRunning).
 	MetricAbandonedRunning = "handler_abandoned_running"
+	// MetricLeaseRenewals and MetricLeaseFailures are int64 counters, unit
+	// "{heartbeat}": lease heartbeats that renewed the lease and that failed
+	// (Stats.LeaseRenewals, Stats.LeaseFailures; with a Leaser store).
+	MetricLeaseRenewals = "watchdog_lease_renewals_total"
+	MetricLeaseFailures = "watchdog_lease_failures_total"
+	// MetricAdopted is an int64 counter, unit "{window}": windows adopted
+	// from lost owners (Stats.Adopted).
+	MetricAdopted = "watchdog_adopted_windows_total"
+	// MetricDisowned is an int64 counter, unit "{window}": sessions no
+	// longer watched because another owner holds their window
+	// (Stats.Disowned).
+	MetricDisowned = "watchdog_disowned_windows_total"
 )
 
 // Metric attribute keys. MetricHandlerDeadlineRemaining has handler and
@@ -392,6 +404,10 @@ func ObserveStats(w *watchdog.Watchdog, opts ...Option) (metric.Registration, er
 	panics := counter(MetricPanics, "{panic}", "Panics recovered from user code (store, hooks, actions, callbacks, clock).")
 	abandoned := counter(MetricAbandonedHandlers, "{handler}", "Functions abandoned past their deadline and grace.")
 	running := gauge(MetricAbandonedRunning, "{handler}", "Abandoned functions still running.")
+	renewals := counter(MetricLeaseRenewals, "{heartbeat}", "Lease heartbeats that renewed the lease.")
+	leaseFailures := counter(MetricLeaseFailures, "{heartbeat}", "Lease heartbeats that failed.")
+	adopted := counter(MetricAdopted, "{window}", "Windows adopted from owners whose lease expired.")
+	disowned := counter(MetricDisowned, "{window}", "Sessions no longer watched because another owner holds their window.")
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -406,6 +422,10 @@ func ObserveStats(w *watchdog.Watchdog, opts ...Option) (metric.Registration, er
 		o.ObserveInt64(panics, st.Panics)
 		o.ObserveInt64(abandoned, st.AbandonedHandlers)
 		o.ObserveInt64(running, st.AbandonedRunning)
+		o.ObserveInt64(renewals, st.LeaseRenewals)
+		o.ObserveInt64(leaseFailures, st.LeaseFailures)
+		o.ObserveInt64(adopted, st.Adopted)
+		o.ObserveInt64(disowned, st.Disowned)
 		return nil
-	}, sessions, queued, oldest, coalesced, hung, failing, panics, abandoned, running)
+	}, sessions, queued, oldest, coalesced, hung, failing, panics, abandoned, running, renewals, leaseFailures, adopted, disowned)
 }

@@ -488,6 +488,7 @@ func TestObserveStatsExportsTheWatchdogsState(t *testing.T) {
 		otelwatchdog.MetricSessions: 2, otelwatchdog.MetricQueued: 0, otelwatchdog.MetricOldestQueued: 0, otelwatchdog.MetricCoalesced: 0,
 		otelwatchdog.MetricHungAppends: 0, otelwatchdog.MetricFailingActions: 0, otelwatchdog.MetricPanics: 0,
 		otelwatchdog.MetricAbandonedHandlers: 1, otelwatchdog.MetricAbandonedRunning: 1,
+		otelwatchdog.MetricLeaseRenewals: 0, otelwatchdog.MetricLeaseFailures: 0, otelwatchdog.MetricAdopted: 0, otelwatchdog.MetricDisowned: 0,
 	}
 	for name, v := range want {
 		require.Contains(t, ms, name)
