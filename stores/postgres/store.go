@@ -18,6 +18,14 @@
 // terminal rows makes the second terminal event fail, whichever process
 // sends it, and an identity column assigns seq.
 //
+// For a fleet, the Store is a watchdog.Arbiter (one opening per window: a
+// second Start of an id open elsewhere gets watchdog.ErrAlreadyWatched) and
+// a watchdog.Leaser: each Watchdog's lease lives in a leases table, expiry
+// is judged on the database's clock, a windows table kept by triggers says
+// who owns each open window and fences the writes of any other owner, and
+// Adopt hands the windows of expired owners to exactly one member (see
+// fleetSchema in fleet.go and the README's "Running a fleet").
+//
 // Subscriptions use LISTEN/NOTIFY on one dedicated connection per Store: an
 // Append notifies "seq:aggregate_id" in its transaction, and each
 // subscription reads its aggregate's rows after the last seq it delivered.
@@ -182,6 +190,13 @@ RETURNING event_id`
 //		ON watchdog_events (aggregate_id, window_number) WHERE terminal;
 //	CREATE UNIQUE INDEX watchdog_events_one_opening
 //		ON watchdog_events (aggregate_id, window_number) WHERE opens;
+//
+// Beside it, the fleet's tables and triggers (see Heartbeat and Adopt): a
+// windows table (the owner of each window an event with an owner opened or
+// resumed), a leases table (each owner's expiry and last heartbeat on the
+// database's clock), a BEFORE INSERT trigger that refuses an event of a
+// window another owner holds (SQLSTATE WD001) and an AFTER INSERT trigger
+// that keeps the windows table.
 //
 // On a table an earlier version created, Migrate adds the opens column and
 // marks the first event of each window as its opening when it is a start
