@@ -109,6 +109,13 @@ superseded, action_failed), stops, and every other event kind with its
 reason and fields. Under each verdict: the age of every channel's latest
 evidence; "*" marks the active channel.
 
+With --open it lists the windows that have no terminal event instead: the
+owner that opened or last resumed each, when it opened, its deadline (the
+wall clock from the window's start, or the session ceiling, as its recorded
+policy says) and whether it is past, and, with --dsn, whether the owner's
+lease in the fleet's leases table has expired (nobody watches the window
+until a fleet member adopts it). With --dsn "now" is the database's clock.
+
 FILE is a JSON Lines event log; "-" reads standard input. A line that is
 not a valid event is an error naming the file and line (exit code 2).
 
@@ -130,6 +137,7 @@ Examples:
   cat events.jsonl | watchdog inspect --json - | jq '.sessions[].final'
   watchdog inspect --html report.html events.jsonl   # one self-contained page
   watchdog inspect --dsn "host=/run/postgresql dbname=app" --session agent-42
+  watchdog inspect --open --dsn "host=/run/postgresql dbname=app"   # windows nobody decided
 `
 
 // Main runs the watchdog command with args (without the program name) and
@@ -214,7 +222,7 @@ func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var (
 		sessions, kinds listFlag
 		since, until    timeFlag
-		asJSON          bool
+		asJSON, open    bool
 		htmlOut         string
 	)
 	fs.Var(&sessions, "session", "show only this session `id` (repeatable, or comma-separated)")
@@ -223,6 +231,7 @@ func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&until, "until", "show only events that occurred at or before this RFC 3339 `time`")
 	fs.BoolVar(&asJSON, "json", false, "write the timelines as JSON to standard output")
 	fs.StringVar(&htmlOut, "html", "", "write one self-contained HTML page with a chart per session to this `file`")
+	fs.BoolVar(&open, "open", false, "list the windows with no terminal event instead: their owner, deadline, whether it is past,\nand (with --dsn) whether their owner's lease has expired")
 	var src source
 	src.register(fs)
 	pos, code, ok := parse(fs, args, inspectUsage, stdout, stderr)
@@ -245,6 +254,9 @@ func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "watchdog inspect: %v\n", err)
 		return ExitUsage
 	}
+	if open {
+		return writeOpen(&src, events, sessions, asJSON, htmlOut != "", stdout, stderr)
+	}
 	report := inspect.Build(events, inspect.Filter{Sessions: sessions, Kinds: kinds, Since: since.t, Until: until.t})
 	switch {
 	case htmlOut != "":
@@ -257,6 +269,40 @@ func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = inspect.WriteJSON(stdout, report)
 	default:
 		err = inspect.WriteText(stdout, report)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "watchdog inspect: write output: %v\n", err)
+		return ExitUsage
+	}
+	return ExitOK
+}
+
+// writeOpen is inspect --open: the open windows, judged now (the
+// database's clock with --dsn), with the owners' leases from PostgreSQL.
+func writeOpen(src *source, events []watchdog.Event, sessions []string, asJSON, html bool, stdout, stderr io.Writer) int {
+	if html {
+		fmt.Fprintln(stderr, "watchdog inspect: --open writes text or --json, not --html")
+		return ExitUsage
+	}
+	now := time.Now()
+	var leases map[string]inspect.Lease
+	if src.dsn != "" {
+		ls, dbNow, err := pgsource.Leases(context.Background(), src.dsn, src.table)
+		if err != nil {
+			fmt.Fprintf(stderr, "watchdog inspect: %v\n", err)
+			return ExitUsage
+		}
+		now, leases = dbNow, make(map[string]inspect.Lease, len(ls))
+		for owner, l := range ls {
+			leases[owner] = inspect.Lease{ExpiresAt: l.ExpiresAt, LastSeen: l.LastSeen}
+		}
+	}
+	r := inspect.OpenWindows(events, now, leases, inspect.Filter{Sessions: sessions})
+	var err error
+	if asJSON {
+		err = inspect.WriteOpenJSON(stdout, r)
+	} else {
+		err = inspect.WriteOpenText(stdout, r)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "watchdog inspect: write output: %v\n", err)

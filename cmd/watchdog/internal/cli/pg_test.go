@@ -2,10 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sessionwatchdog/watchdog"
 
 	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/eventlog"
 	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/pgtest"
@@ -132,5 +136,28 @@ func TestDSNUsage(t *testing.T) {
 	code, out, _ := run(t, "", "help", "inspect")
 	if code != ExitOK || !strings.Contains(out, "-dsn DSN") || !strings.Contains(out, "-table table") {
 		t.Errorf("help inspect lacks the --dsn and --table flags:\n%s", out)
+	}
+}
+
+// inspect --open --dsn reads the fleet's leases: a window whose owner's
+// lease expired shows so, on the database's clock.
+func TestInspectOpenDSNShowsAnExpiredLease(t *testing.T) {
+	pool := pgtest.Pool(t)
+	now := time.Now().UTC()
+	p := watchdog.Policy{WallClock: time.Hour}
+	start := watchdog.Event{ID: "s1", AggregateID: "orphan", Kind: watchdog.KindStart, Window: 1, SessionStartedAt: now,
+		WindowStartedAt: now, OccurredAt: now, Owner: "dead-owner", Policy: &p}
+	table := pgtest.Record(t, pool, []watchdog.Event{start})
+	if _, err := pool.Exec(context.Background(), `INSERT INTO `+table+`_leases (owner, expires_at, last_seen) VALUES ('dead-owner', now() - interval '10 seconds', now() - interval '16 seconds')`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := run(t, "", "inspect", "--open", "--dsn", pgtest.DSN(t), "--table", table)
+	if code != ExitOK || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	for _, want := range []string{"1 open windows", "0 past their deadline", "1 whose owner's lease has expired", "orphan", "dead-owner", "due in", "expired 10"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }

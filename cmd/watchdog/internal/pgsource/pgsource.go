@@ -118,3 +118,62 @@ func Read(ctx context.Context, dsn, table string, sessions []string) ([]watchdog
 	}
 	return events, nil
 }
+
+// Lease is an owner's lease in the leases table of a fleet (see
+// stores/postgres): when it expires and when its owner was last seen, on
+// the database's clock.
+type Lease struct {
+	ExpiresAt, LastSeen time.Time
+}
+
+// Leases returns the leases kept beside table (its "_leases" table, none if
+// it does not exist: a store of a version without fleets) and the
+// database's clock, in one read-only transaction.
+func Leases(ctx context.Context, dsn, table string) (map[string]Lease, time.Time, error) {
+	if !tableName.MatchString(table) || len(table) > 63 {
+		return nil, time.Time{}, fmt.Errorf("table name %q: want [schema.]name of letters, digits and underscores", table)
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, time.Time{}, errors.New("the PostgreSQL DSN cannot be parsed; want a URL (postgres://user@host/db) or key=value pairs (host=/run/postgresql dbname=app)")
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = ConnectTimeout
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("PostgreSQL: begin a read-only transaction: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	parts := strings.Split(table, ".")
+	parts[len(parts)-1] += "_leases"
+	ident := pgx.Identifier(parts).Sanitize()
+	var now time.Time
+	var found *string
+	if err := tx.QueryRow(ctx, `SELECT now(), to_regclass($1)::text`, ident).Scan(&now, &found); err != nil {
+		return nil, time.Time{}, fmt.Errorf("PostgreSQL: look up the leases of table %s: %w", table, err)
+	}
+	leases := map[string]Lease{}
+	if found == nil {
+		return leases, now, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT owner, expires_at, last_seen FROM `+ident)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("PostgreSQL: read the leases of table %s: %w", table, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var owner string
+		var l Lease
+		if err := rows.Scan(&owner, &l.ExpiresAt, &l.LastSeen); err != nil {
+			return nil, time.Time{}, fmt.Errorf("PostgreSQL: read the leases of table %s: %w", table, err)
+		}
+		leases[owner] = l
+	}
+	return leases, now, rows.Err()
+}

@@ -1,0 +1,57 @@
+package inspect
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// The open windows of a log: the ones with no terminal event, with their
+// owner, deadline (wall clock from the window's start, or the session
+// ceiling when earlier) and lease.
+func TestOpenWindowsListsTheWindowsNobodyEndedWithTheirDeadlineAndLease(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	ev := func(id, kind string, window int, winStart time.Time, owner string, p *watchdog.Policy) watchdog.Event {
+		return watchdog.Event{ID: id + kind, AggregateID: id, Kind: kind, Window: window, SessionStartedAt: t0,
+			WindowStartedAt: winStart, OccurredAt: winStart, Owner: owner, Policy: p}
+	}
+	events := []watchdog.Event{
+		ev("late", watchdog.KindStart, 1, t0, "o1", &watchdog.Policy{WallClock: time.Hour}),
+		ev("ended", watchdog.KindStart, 1, t0, "o1", &watchdog.Policy{}),
+		ev("ended", watchdog.KindStop, 1, t0, "o1", nil),
+		ev("orphan", watchdog.KindStart, 1, t0, "o2", &watchdog.Policy{}),
+		ev("orphan", watchdog.KindStop, 1, t0, "o2", nil),
+		ev("orphan", watchdog.KindResume, 2, t0.Add(90*time.Minute), "dead", &watchdog.Policy{SessionCeiling: 2 * time.Hour}),
+	}
+	now := t0.Add(100 * time.Minute)
+	leases := map[string]Lease{"dead": {ExpiresAt: now.Add(-10 * time.Second), LastSeen: now.Add(-16 * time.Second)},
+		"o1": {ExpiresAt: now.Add(4 * time.Second), LastSeen: now.Add(-2 * time.Second)}}
+	r := OpenWindows(events, now, leases, Filter{})
+	if len(r.Open) != 2 || r.PastDeadline != 1 || r.LeaseExpired != 1 {
+		t.Fatalf("report %+v: want 2 open windows, 1 past its deadline, 1 with an expired lease", r)
+	}
+	late, orphan := r.Open[0], r.Open[1]
+	if late.Session != "late" || !late.PastDeadline || !late.Deadline.Equal(t0.Add(time.Hour)) || late.Lease.Expired {
+		t.Errorf("late: %+v", late)
+	}
+	if orphan.Session != "orphan" || orphan.Window != 2 || orphan.Owner != "dead" || orphan.PastDeadline ||
+		!orphan.Deadline.Equal(t0.Add(2*time.Hour)) || !orphan.Lease.Expired {
+		t.Errorf("orphan: %+v (the session ceiling, from the session's start, comes before the window's 4 h)", orphan)
+	}
+	var b bytes.Buffer
+	if err := WriteOpenText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"2 open windows", "1 past their deadline", "1 whose owner's lease has expired",
+		"past deadline by 40m0s", "due in 20m0s", "expired 10s ago", "live until"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, b.String())
+		}
+	}
+	if r := OpenWindows(events, now, nil, Filter{Sessions: []string{"ended"}}); len(r.Open) != 0 {
+		t.Errorf("an ended session is not open: %+v", r.Open)
+	}
+}
