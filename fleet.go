@@ -63,6 +63,9 @@ const StopOwnerLost = "owner_lost"
 // WithLease sets the lease time to live with a Leaser store: renewed every
 // ttl/3; with WithAdoption, other owners' expired leases are looked for
 // every ttl/6. Default DefaultLeaseTTL; values below 300 ms mean 300 ms.
+// Renewals and sweeps run on the Watchdog's Clock while the store judges
+// expiry on its own: a Watchdog on a fake clock that is not advanced stops
+// renewing, and its lease expires as a paused process's would.
 func WithLease(ttl time.Duration) Option {
 	return func(c *config) { c.leaseTTL = ttl }
 }

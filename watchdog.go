@@ -542,6 +542,9 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		}
 
 		close(w.done)
+		if w.fleet != nil {
+			w.fleet.cancel() // ends a heartbeat or an adoption in progress
+		}
 		w.stopTicks()
 		actErr := w.act.close(ctx)
 		// Every wait below ends by ctx's end: a goroutine held by user code
@@ -570,9 +573,6 @@ func (w *Watchdog) Close(ctx context.Context) error {
 			stuck = append(stuck, "the recorder goroutine (in the store's Append or Observer.OnEvent) or the fleet goroutine (in a Leaser call)")
 		} else {
 			relErr = w.releaseLease(ctx) // the windows left open can be adopted at once
-		}
-		if w.fleet != nil {
-			w.fleet.cancel()
 		}
 		if w.tickObs != nil && !waitUntil(ctx, w.tickObs.done) {
 			stuck = append(stuck, "Observer.OnSchedulerTick")

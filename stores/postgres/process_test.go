@@ -34,7 +34,7 @@ const (
 	envTable   = "WATCHDOG_PG_TEST_TABLE"
 	envMode    = "WATCHDOG_PG_TEST_MODE"
 	envBudget  = "WATCHDOG_PG_TEST_BUDGET"
-	envWait    = "WATCHDOG_PG_TEST_WAIT" // supervisor: print WAITING, read a line from stdin, then start
+	envWait    = "WATCHDOG_PG_TEST_WAIT"  // supervisor: print WAITING, read a line from stdin, then start
 	envLease   = "WATCHDOG_PG_TEST_LEASE" // supervisor: the lease's time to live
 	envRetry   = "WATCHDOG_PG_TEST_RETRY" // supervisor: retry a resume refused while another owner's lease lives
 )
