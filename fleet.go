@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -80,14 +81,14 @@ func WithAdoption() Option {
 
 // fleet is a Watchdog's lease and adoption state with a Leaser store.
 type fleet struct {
-	store   Leaser
-	ttl     time.Duration
-	adopt   bool
-	leased  chan struct{} // closed after the first successful heartbeat
-	renewed func()        // closes leased once; called by the lease goroutine only
-	retry   []Orphan      // adopted here, not watched yet; owned by the adoption goroutine
-	ctx     context.Context
-	cancel  context.CancelFunc // ends the calls in progress (Close)
+	store  Leaser
+	ttl    time.Duration
+	adopt  bool
+	leased chan struct{} // closed after the first successful heartbeat
+	once   sync.Once     // closes leased
+	retry  []Orphan      // adopted here, not watched yet; owned by the adoption goroutine
+	ctx    context.Context
+	cancel context.CancelFunc // ends the calls in progress (Close)
 }
 
 func newFleet(store EventStore, c *config) *fleet {
@@ -102,13 +103,6 @@ func newFleet(store EventStore, c *config) *fleet {
 	ttl = max(ttl, 300*time.Millisecond)
 	f := &fleet{store: l, ttl: ttl, adopt: c.adopt, leased: make(chan struct{})}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
-	var once bool
-	f.renewed = func() {
-		if !once {
-			once = true
-			close(f.leased)
-		}
-	}
 	return f
 }
 
@@ -181,7 +175,7 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 		return
 	}
 	w.leaseRenewals.Add(1)
-	f.renewed()
+	f.once.Do(func() { close(f.leased) })
 }
 
 // adoptBatch is how many windows one Adopt call hands over at most; a

@@ -1,0 +1,220 @@
+package watchdog_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// leaseStore is a store shared by a fleet, in memory, that keeps leases
+// and window owners the way the PostgreSQL store does: openings are
+// arbitrated, leases expire on the store's clock (time.Now, a synctest
+// bubble's fake time), an event of a window another owner holds is refused
+// (a resume takes the window over once that owner's lease is gone; a
+// closed window stays its last owner's), and
+// Adopt hands the windows of expired owners over.
+type leaseStore struct {
+	*arbStore
+	lmu      sync.Mutex
+	leases   map[string]time.Time // owner -> expiry
+	lastSeen map[string]time.Time
+	owners   map[string]string // "id/window" -> the window's owner
+	ended    map[string]bool   // "id/window" -> it has a terminal event
+	failLoad int               // Loads to fail
+}
+
+func newLeaseStore() *leaseStore {
+	return &leaseStore{arbStore: newArbStore(), leases: map[string]time.Time{}, lastSeen: map[string]time.Time{}, owners: map[string]string{}, ended: map[string]bool{}}
+}
+
+func (l *leaseStore) Heartbeat(_ context.Context, owner string, ttl time.Duration) error {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	l.leases[owner], l.lastSeen[owner] = time.Now().Add(ttl), time.Now()
+	return nil
+}
+
+func (l *leaseStore) Release(_ context.Context, owner string) error {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	l.leases[owner] = time.Now()
+	return nil
+}
+
+func (l *leaseStore) alive(owner string) bool { return time.Now().Before(l.leases[owner]) }
+
+func (l *leaseStore) Adopt(_ context.Context, adopter string, limit int) ([]watchdog.Orphan, error) {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	var out []watchdog.Orphan
+	for k, owner := range l.owners {
+		if owner == adopter || l.ended[k] || l.alive(owner) || len(out) == limit {
+			continue
+		}
+		i := strings.LastIndexByte(k, '/')
+		id := k[:i]
+		w, _ := strconv.Atoi(k[i+1:])
+		l.owners[k] = adopter
+		out = append(out, watchdog.Orphan{SessionID: id, Window: w, Owner: owner, LastSeen: l.lastSeen[owner]})
+	}
+	return out, nil
+}
+
+func (l *leaseStore) Append(ctx context.Context, evs ...watchdog.Event) error {
+	l.lmu.Lock()
+	for _, e := range evs {
+		k := fmt.Sprint(e.AggregateID, "/", e.Window)
+		cur, held := l.owners[k]
+		if e.Owner == "" || !held || cur == e.Owner {
+			continue
+		}
+		if e.Kind == watchdog.KindResume && !e.OpensWindow && !l.alive(cur) {
+			continue
+		}
+		l.lmu.Unlock()
+		return fmt.Errorf("%w: session %s window %d is owned by %s", watchdog.ErrAlreadyWatched, e.AggregateID, e.Window, cur)
+	}
+	l.lmu.Unlock()
+	if err := l.arbStore.Append(ctx, evs...); err != nil {
+		return err
+	}
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	for _, e := range evs {
+		k := fmt.Sprint(e.AggregateID, "/", e.Window)
+		switch {
+		case e.Owner == "":
+		case e.Terminal():
+			l.ended[k] = true // still fenced: the owner of a closed window
+		case e.Kind == watchdog.KindStart || e.Kind == watchdog.KindResume:
+			l.owners[k] = e.Owner
+		}
+	}
+	return nil
+}
+
+func (l *leaseStore) Load(ctx context.Context, id string) ([]watchdog.Event, error) {
+	l.lmu.Lock()
+	fail := l.failLoad > 0
+	l.failLoad--
+	l.lmu.Unlock()
+	if fail {
+		return nil, errStoreDown
+	}
+	return l.arbStore.Load(ctx, id)
+}
+
+// A member adopts the window of an owner that stopped heartbeating (its
+// frozen clock stands for SIGSTOP) one lease after its last heartbeat, and
+// ends it (owner_lost); the owner, when it wakes up and decides, records
+// nothing for the window it lost.
+func TestAPausedOwnersWindowIsAdoptedAndItsLaterWritesAreFenced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newLeaseStore()
+		frozen := clock.NewMock()
+		frozen.Set(time.Now())
+		owner := watchdog.New(watchdog.WithStore(store), watchdog.WithClock(frozen))
+		s, err := owner.Start(context.Background(), "agent", frozen.Now(), watchdog.Policy{WallClock: time.Hour})
+		require.NoError(t, err)
+		paused := time.Now()
+		member := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption())
+		time.Sleep(watchdog.DefaultLeaseTTL + time.Second) // the lease expires; a sweep runs every second
+		synctest.Wait()
+		evs := load(t, store.MemoryStore, "agent")
+		require.Equal(t, []string{watchdog.KindStart, watchdog.KindResume, watchdog.KindStop}, kinds(evs))
+		assert.Equal(t, evs[0].Owner, evs[1].AdoptedFrom)
+		assert.True(t, paused.Equal(evs[1].OwnerLastSeen), "the owner's last heartbeat: %v", evs[1].OwnerLastSeen)
+		assert.Equal(t, watchdog.StopOwnerLost, evs[2].Reason)
+		assert.Equal(t, int64(1), member.Stats().Adopted)
+
+		frozen.Add(time.Hour + time.Nanosecond) // the owner wakes up and decides
+		require.NoError(t, owner.Check(context.Background()))
+		<-s.Context().Done()
+		assert.Len(t, load(t, store.MemoryStore, "agent"), 3, "its decision and cancel are fenced")
+		require.NoError(t, owner.Close(context.Background()))
+		require.NoError(t, member.Close(context.Background()))
+	})
+}
+
+// A fenced record of a session still running (here a stale observation of
+// the idle rule) makes the Watchdog stop watching it: its context ends with
+// ErrAlreadyWatched, and Stats counts it.
+func TestAFencedOwnerStopsWatchingTheSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newLeaseStore()
+		frozen := clock.NewMock()
+		frozen.Set(time.Now())
+		owner := watchdog.New(watchdog.WithStore(store), watchdog.WithClock(frozen))
+		s, err := owner.Start(context.Background(), "agent", frozen.Now(),
+			watchdog.Policy{WallClock: time.Hour, IdleWindow: time.Second, SettleChecks: 3, SettleInterval: time.Second, ContinueWhenOwnerLost: true})
+		require.NoError(t, err)
+		member := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption())
+		time.Sleep(watchdog.DefaultLeaseTTL + time.Second)
+		synctest.Wait()
+		require.Equal(t, int64(1), member.Stats().Adopted, "adopted; the member watches it on")
+
+		frozen.Add(2 * time.Second) // a stale observation, recorded: fenced
+		require.NoError(t, owner.Check(context.Background()))
+		<-s.Context().Done()
+		require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrAlreadyWatched)
+		assert.Equal(t, int64(1), owner.Stats().Disowned)
+		assert.Zero(t, owner.Stats().Sessions)
+		require.NoError(t, owner.Close(context.Background()))
+		require.NoError(t, member.Close(context.Background()))
+	})
+}
+
+// A window whose adoption failed here (the store's Load failed) is the
+// adopter's in the store: it is retried at the next sweep, not left
+// unwatched.
+func TestAWindowWhoseLocalAdoptionFailedIsRetriedAtTheNextSweep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newLeaseStore()
+		frozen := clock.NewMock()
+		frozen.Set(time.Now())
+		owner := watchdog.New(watchdog.WithStore(store), watchdog.WithClock(frozen))
+		_, err := owner.Start(context.Background(), "agent", frozen.Now(), watchdog.Policy{WallClock: time.Hour})
+		require.NoError(t, err)
+		store.lmu.Lock()
+		store.failLoad = 1
+		store.lmu.Unlock()
+		member := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption())
+		time.Sleep(watchdog.DefaultLeaseTTL + 2*time.Second)
+		synctest.Wait()
+		assert.Equal(t, int64(1), member.Stats().Adopted)
+		assert.Equal(t, []string{watchdog.KindStart, watchdog.KindResume, watchdog.KindStop}, kinds(load(t, store.MemoryStore, "agent")))
+		require.NoError(t, owner.Close(context.Background()))
+		require.NoError(t, member.Close(context.Background()))
+	})
+}
+
+// An owner that heartbeats keeps its windows, however long they run: no
+// member adopts them, and a resume by another Watchdog is refused.
+func TestNoAdoptionWhileTheOwnerHeartbeats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newLeaseStore()
+		owner := watchdog.New(watchdog.WithStore(store))
+		_, err := owner.Start(context.Background(), "agent", time.Now(), watchdog.Policy{WallClock: time.Hour})
+		require.NoError(t, err)
+		member := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption())
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		assert.Zero(t, member.Stats().Adopted)
+		assert.Positive(t, owner.Stats().LeaseRenewals)
+		_, err = member.Resume(context.Background(), "agent", watchdog.Policy{})
+		require.ErrorIs(t, err, watchdog.ErrAlreadyWatched)
+		require.NoError(t, owner.Close(context.Background()))
+		require.NoError(t, member.Close(context.Background()))
+	})
+}
