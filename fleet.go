@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/sessionwatchdog/watchdog/internal/decide"
 )
 
 // Leaser is an optional interface of an EventStore that a fleet of
@@ -30,8 +32,10 @@ import (
 // off its scheduler, bounded by a context.
 type Leaser interface {
 	// Heartbeat creates or renews owner's lease until ttl from now on the
-	// store's clock.
-	Heartbeat(ctx context.Context, owner string, ttl time.Duration) error
+	// store's clock, and keeps checkpoints: the evidence of windows owner
+	// holds whose evidence changed since its previous heartbeat (at most
+	// 4,096 per heartbeat), for an adopter to continue from.
+	Heartbeat(ctx context.Context, owner string, ttl time.Duration, checkpoints []Checkpoint) error
 	// Release ends owner's lease now: its open windows may be adopted at
 	// once.
 	Release(ctx context.Context, owner string) error
@@ -42,13 +46,91 @@ type Leaser interface {
 }
 
 // Orphan is an open window that Adopt handed over: its session, its
-// window, the owner that lost it and when that owner was last seen (its
-// last heartbeat, on the store's clock; zero if it never sent one).
+// window, the owner that lost it, when that owner was last seen (its last
+// heartbeat, on the store's clock; zero if it never sent one) and the
+// window's last evidence checkpoint (nil if none was kept).
 type Orphan struct {
 	SessionID string
 	Window    int
 	Owner     string
 	LastSeen  time.Time
+	Evidence  []EvidenceEntry
+}
+
+// Checkpoint is a window's evidence, per channel, as its owner saw it at a
+// heartbeat (see Leaser).
+type Checkpoint struct {
+	SessionID string
+	Window    int
+	Evidence  []EvidenceEntry
+}
+
+// maxCheckpoints bounds the checkpoints one heartbeat carries.
+const maxCheckpoints = 4096
+
+// checkpoints returns the evidence of the windows whose evidence changed
+// since their last checkpoint (by the sum of their channels' counters),
+// and that sum for each, to keep once the heartbeat succeeds. Evidence is
+// read lock-free; only the list of sessions is taken under the lock.
+func (w *Watchdog) checkpoints() ([]Checkpoint, []*Session, []uint64) {
+	w.mu.Lock()
+	all := w.sessions.All()
+	w.mu.Unlock()
+	var (
+		cps  []Checkpoint
+		ss   []*Session
+		sums []uint64
+	)
+	for _, s := range all {
+		if len(cps) == maxCheckpoints {
+			break
+		}
+		if s.state.Load() != stateRunning {
+			continue
+		}
+		n := s.numChannels()
+		var sum uint64
+		for i := range n {
+			sum += s.chanAt(Channel(i)).count.Load()
+		}
+		if sum == s.ckpt {
+			continue
+		}
+		ev := make([]EvidenceEntry, n)
+		for i := range n {
+			c := s.chanAt(Channel(i))
+			ev[i] = EvidenceEntry{Channel: s.channelName(i), Counter: c.count.Load()}
+			if l := c.last.Load(); l != decide.Never {
+				t := w.wall(time.Unix(0, w.coarse.Dated(l))).UTC()
+				ev[i].LastAt = &t
+			}
+		}
+		cps = append(cps, Checkpoint{SessionID: s.id, Window: int(s.window), Evidence: ev})
+		ss, sums = append(ss, s), append(sums, sum)
+	}
+	return cps, ss, sums
+}
+
+// seed gives an adopted session the evidence of its window's checkpoint:
+// each channel's latest instant and counter, so that the idle rule
+// continues from them. Called before the session is shared.
+func (w *Watchdog) seed(s *Session, ev []EvidenceEntry) {
+	var sum uint64
+	for i := range s.numChannels() {
+		name := s.channelName(i)
+		for _, en := range ev {
+			if en.Channel != name {
+				continue
+			}
+			c := s.chanAt(Channel(i))
+			if en.LastAt != nil {
+				c.last.Store(toNanos(w.onTimeline(*en.LastAt)))
+			}
+			c.count.Store(en.Counter)
+			sum += en.Counter
+		}
+	}
+	s.ckpt = sum
 }
 
 // DefaultLeaseTTL is a Watchdog's lease time to live with a Leaser store
@@ -167,7 +249,8 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 	f := w.fleet
 	ctx, cancel := context.WithTimeout(f.ctx, within)
 	defer cancel()
-	err := w.faults.call("Leaser.Heartbeat", func() error { return f.store.Heartbeat(ctx, w.owner, f.ttl) })
+	cps, ss, sums := w.checkpoints()
+	err := w.faults.call("Leaser.Heartbeat", func() error { return f.store.Heartbeat(ctx, w.owner, f.ttl, cps) })
 	if err != nil {
 		w.leaseFailures.Add(1)
 		w.log.Warn("watchdog: lease heartbeat failed; other fleet members adopt this Watchdog's windows once its lease expires",
@@ -175,6 +258,9 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 		return
 	}
 	w.leaseRenewals.Add(1)
+	for i, s := range ss {
+		s.ckpt = sums[i] // the heartbeat goroutine's alone
+	}
 	f.once.Do(func() { close(f.leased) })
 }
 

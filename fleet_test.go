@@ -29,19 +29,26 @@ type leaseStore struct {
 	lmu      sync.Mutex
 	leases   map[string]time.Time // owner -> expiry
 	lastSeen map[string]time.Time
-	owners   map[string]string // "id/window" -> the window's owner
-	ended    map[string]bool   // "id/window" -> it has a terminal event
-	failLoad int               // Loads to fail
+	owners   map[string]string                   // "id/window" -> the window's owner
+	ended    map[string]bool                     // "id/window" -> it has a terminal event
+	evidence map[string][]watchdog.EvidenceEntry // "id/window" -> its last checkpoint
+	failLoad int                                 // Loads to fail
 }
 
 func newLeaseStore() *leaseStore {
-	return &leaseStore{arbStore: newArbStore(), leases: map[string]time.Time{}, lastSeen: map[string]time.Time{}, owners: map[string]string{}, ended: map[string]bool{}}
+	return &leaseStore{arbStore: newArbStore(), leases: map[string]time.Time{}, lastSeen: map[string]time.Time{}, owners: map[string]string{}, ended: map[string]bool{},
+		evidence: map[string][]watchdog.EvidenceEntry{}}
 }
 
-func (l *leaseStore) Heartbeat(_ context.Context, owner string, ttl time.Duration) error {
+func (l *leaseStore) Heartbeat(_ context.Context, owner string, ttl time.Duration, cps []watchdog.Checkpoint) error {
 	l.lmu.Lock()
 	defer l.lmu.Unlock()
 	l.leases[owner], l.lastSeen[owner] = time.Now().Add(ttl), time.Now()
+	for _, c := range cps {
+		if k := fmt.Sprint(c.SessionID, "/", c.Window); l.owners[k] == owner {
+			l.evidence[k] = c.Evidence
+		}
+	}
 	return nil
 }
 
@@ -66,7 +73,7 @@ func (l *leaseStore) Adopt(_ context.Context, adopter string, limit int) ([]watc
 		id := k[:i]
 		w, _ := strconv.Atoi(k[i+1:])
 		l.owners[k] = adopter
-		out = append(out, watchdog.Orphan{SessionID: id, Window: w, Owner: owner, LastSeen: l.lastSeen[owner]})
+		out = append(out, watchdog.Orphan{SessionID: id, Window: w, Owner: owner, LastSeen: l.lastSeen[owner], Evidence: l.evidence[k]})
 	}
 	return out, nil
 }
@@ -216,5 +223,71 @@ func TestNoAdoptionWhileTheOwnerHeartbeats(t *testing.T) {
 		require.ErrorIs(t, err, watchdog.ErrAlreadyWatched)
 		require.NoError(t, owner.Close(context.Background()))
 		require.NoError(t, member.Close(context.Background()))
+	})
+}
+
+// The owner's heartbeats checkpoint the evidence of the windows it holds;
+// an adopter that continues a window seeds the evidence rules from the last
+// checkpoint: the idle rule fires 30 s after the agent's last output, not
+// 30 s after the adoption, and the adoption's record carries the evidence
+// it continued from. Without a checkpoint the record says the rules start
+// again at the adoption (observed_since).
+func TestAnAdopterContinuesTheIdleRuleFromTheOwnersLastCheckpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newLeaseStore()
+		owner := clock.NewMock()
+		owner.Set(time.Now())
+		w1 := watchdog.New(watchdog.WithStore(store), watchdog.WithClock(owner))
+		t0 := time.Now()
+		s, err := w1.Start(context.Background(), "agent", t0,
+			watchdog.Policy{WallClock: time.Hour, IdleWindow: 30 * time.Second, SettleChecks: 1, ContinueWhenOwnerLost: true})
+		require.NoError(t, err)
+		touched := owner.Now() // the owner's (frozen) clock: the instant of the evidence
+		s.Touch(watchdog.ChannelStdout) // the agent's last output
+		time.Sleep(2 * time.Second)     // the owner's clock keeps pace for one heartbeat, which checkpoints it
+		owner.Add(2 * time.Second)
+		synctest.Wait()
+		lastBeat := time.Now()
+		// From here the owner is paused.
+		w2 := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption())
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		evs := load(t, store.MemoryStore, "agent")
+		require.Equal(t, []string{watchdog.KindStart, watchdog.KindResume, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
+		adoption, decision := evs[1], evs[2]
+		assert.False(t, adoption.OccurredAt.Before(lastBeat.Add(watchdog.DefaultLeaseTTL)), "adopted once the lease expired")
+		require.NotEmpty(t, adoption.EvidenceSummary, "the adoption records the checkpoint it continues from")
+		assert.True(t, adoption.EvidenceSummary[0].LastAt.Equal(touched), "stdout's last output, from the checkpoint: %v", adoption.EvidenceSummary[0].LastAt)
+		assert.True(t, adoption.ObservedSince.IsZero())
+		assert.Equal(t, "idle", decision.Rule)
+		assert.InDelta(t, 30.0, decision.OccurredAt.Sub(touched).Seconds(), 0.2, "30 s after the last output, not after the adoption")
+		mm, err := watchdog.Replay(evs)
+		require.NoError(t, err)
+		assert.Empty(t, mm, "replay re-derives the adopter's verdict")
+		require.NoError(t, w1.Close(context.Background()))
+		require.NoError(t, w2.Close(context.Background()))
+
+		// The same without a heartbeat after the output: no checkpoint of
+		// it, so the rules start again at the adoption, and the record
+		// says so.
+		store2 := newLeaseStore()
+		owner2 := clock.NewMock()
+		owner2.Set(time.Now())
+		w3 := watchdog.New(watchdog.WithStore(store2), watchdog.WithClock(owner2))
+		t1 := time.Now()
+		s2, err := w3.Start(context.Background(), "agent", t1,
+			watchdog.Policy{WallClock: time.Hour, IdleWindow: 30 * time.Second, SettleChecks: 1, ContinueWhenOwnerLost: true})
+		require.NoError(t, err)
+		s2.Touch(watchdog.ChannelStdout) // after the first heartbeat: never checkpointed
+		w4 := watchdog.New(watchdog.WithStore(store2), watchdog.WithAdoption())
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		evs = load(t, store2.MemoryStore, "agent")
+		require.Equal(t, []string{watchdog.KindStart, watchdog.KindResume, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
+		assert.Empty(t, evs[1].EvidenceSummary)
+		assert.True(t, evs[1].ObservedSince.Equal(evs[1].OccurredAt), "the rules start again at the adoption")
+		assert.InDelta(t, 30.0, evs[2].OccurredAt.Sub(evs[1].OccurredAt).Seconds(), 0.2)
+		require.NoError(t, w3.Close(context.Background()))
+		require.NoError(t, w4.Close(context.Background()))
 	})
 }

@@ -271,140 +271,6 @@ func (w *Watchdog) Start(ctx context.Context, id string, startedAt time.Time, p 
 	return w.open(ctx, s, KindStart, false, true)
 }
 
-// Resume re-attaches a session recorded in the store: it reads
-// session_started_at and the last window from the store (and from this
-// Watchdog's events not recorded yet), so the budget survives a process
-// restart with no extra state. If the last window has no terminal event the
-// session continues it, with its original start and under the whole policy
-// recorded for it: limits, channels, phase budgets, liveness rules and
-// modes (p is then validated but applies from the next window: a
-// supervisor configured differently never changes a running window; a
-// differing p is logged at warn level); if it ended (a cancel or a stop) Resume opens the
-// next window under p, starting now. It records a resume event
-// and arms the scheduler before it returns. Resume does not judge whether a
-// session should go on (see Result.Resumable): a session that outran its
-// ceiling is cancelled again at once, since the ceiling counts from the
-// session's start.
-//
-// A Resume that opens a window waits, with a store that arbitrates
-// openings, for the store's answer as Start does: of several Watchdogs that
-// resume an ended session at once, one opens the next window and the others
-// get an error wrapping ErrAlreadyWatched.
-//
-// Resume returns ErrUnknownSession when the store has no event for id, the
-// store's error when Load fails, ErrAlreadyWatched, ErrClosed, or an error
-// wrapping ErrInvalidArgument or ErrInvalidPolicy.
-func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, error) {
-	return w.resume(ctx, id, p, nil)
-}
-
-// resume is Resume; with adopted, it takes over the open window the store
-// handed this Watchdog (see adoptOrphan), under its recorded policy.
-func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orphan) (*Session, error) {
-	if err := validateStart(ctx, id, p); err != nil {
-		return nil, err
-	}
-	if err := w.backPressure(id); err != nil {
-		return nil, err
-	}
-	s := w.newSession(ctx, id, p)
-	if err := w.reserve(s); err != nil {
-		s.cancel(err)
-		return nil, err
-	}
-	// Pending events first: an event that leaves the queue after this
-	// point is in the store when Load reads it.
-	pending := w.rec.Pending(id)
-	loaded, err := w.loadEvents(ctx, id)
-	if err == nil && len(loaded) == 0 && len(pending) == 0 {
-		err = fmt.Errorf("%w: %q", ErrUnknownSession, id)
-	} else if err != nil {
-		err = fmt.Errorf("watchdog: resume %q: load: %w", id, err)
-	}
-	if err != nil {
-		w.release(s)
-		s.cancel(err)
-		return nil, err
-	}
-	// The start instants are read from the latest events: after a step of
-	// the wall clock, the instants recorded later are shifted by the step
-	// (see timeline.go), so that the time elapsed since them stays true.
-	seen := make(map[string]bool, len(loaded))
-	last, ended := 0, false
-	var lastWindowStart time.Time
-	var recorded *Policy // the last window's policy, from its start or resume record
-	for _, evs := range [][]Event{loaded, pending} {
-		for _, e := range evs {
-			if seen[e.ID] {
-				continue
-			}
-			seen[e.ID] = true
-			if err := checkLoaded(&e, id); err != nil {
-				w.release(s)
-				s.cancel(err)
-				return nil, err
-			}
-			if !e.SessionStartedAt.IsZero() {
-				s.sessionStartedAt = e.SessionStartedAt.UTC()
-			}
-			if e.Window > last {
-				last, ended, recorded = e.Window, false, nil
-			}
-			if e.Window == last {
-				if e.Policy != nil && (e.Kind == KindStart || e.Kind == KindResume) {
-					recorded = e.Policy
-				}
-				lastWindowStart = e.WindowStartedAt
-				if e.Terminal() {
-					ended = true
-				}
-			}
-		}
-	}
-	w.now() // the wall clock's offset, current
-	s.sessionStartedAt = w.onTimeline(s.sessionStartedAt)
-	lastWindowStart = w.onTimeline(lastWindowStart)
-	if s.sessionStartedAt.IsZero() {
-		w.release(s)
-		err := fmt.Errorf("%w: resume %q: the store's events carry no session_started_at", ErrInvalidEvent, id)
-		s.cancel(err)
-		return nil, err
-	}
-	window, fresh := decide.ResumeWindow(last, ended)
-	if adopted != nil && (fresh || window != adopted.Window) {
-		w.release(s)
-		s.cancel(errNotOpen)
-		return nil, errNotOpen
-	}
-	if window > math.MaxInt32 {
-		w.release(s)
-		err := fmt.Errorf("%w: resume %q: window %d is the last one a session can have", ErrInvalidEvent, id, last)
-		s.cancel(err)
-		return nil, err
-	}
-	s.window = int32(window)
-	s.windowStartedAt = lastWindowStart.UTC()
-	if fresh {
-		s.windowStartedAt = w.now()
-	} else if recorded != nil && adopted != nil {
-		s.usePolicy(*recorded)
-	} else if recorded != nil && !recorded.same(&p) {
-		// An open window keeps the policy it was opened with: a supervisor
-		// configured differently does not silently change a running budget.
-		w.log.Warn("watchdog: resume continues the open window under its recorded policy; the policy passed applies from the session's next window",
-			zap.String("session_id", id), zap.Int("window", window))
-		s.usePolicy(*recorded)
-	}
-	if adopted == nil && (fresh || w.openings != nil) {
-		return w.open(ctx, s, KindResume, true, fresh)
-	}
-	if err := w.activate(s, KindResume, true, false, adopted); err != nil {
-		s.cancel(err)
-		return nil, err
-	}
-	return s, nil
-}
-
 type sessionKey struct{}
 
 // FromContext returns the Session whose context ctx is or derives from, or
@@ -435,7 +301,9 @@ func (w *Watchdog) activate(s *Session, kind string, reserved, opened bool, adop
 		w.sessions.Put(s)
 	}
 	s.state.Store(stateRunning)
-	s.since = toNanos(now)
+	if adopted == nil || len(adopted.Evidence) == 0 {
+		s.since = toNanos(now)
+	} // else evidence counts from the window's start: the checkpoint continues it
 	if g := s.cfg.limits.StartupGrace; g > 0 && s.windowStartedAt.Add(g).After(now) {
 		// From the window's start: a resume of an open window, after a
 		// restart, does not grant the grace again.
@@ -452,6 +320,18 @@ func (w *Watchdog) activate(s *Session, kind string, reserved, opened bool, adop
 		e.Policy = &s.cfg.policy // shared, never modified
 		if adopted != nil {
 			e.Reason, e.AdoptedFrom, e.OwnerLastSeen = StopOwnerLost, adopted.Owner, adopted.LastSeen.UTC()
+			if len(adopted.Evidence) > 0 { // what the evidence rules continue from, on the timeline (record shifts it)
+				e.EvidenceSummary = make([]EvidenceEntry, len(adopted.Evidence))
+				for i, en := range adopted.Evidence {
+					if en.LastAt != nil {
+						t := w.onTimeline(*en.LastAt)
+						en.LastAt = &t
+					}
+					e.EvidenceSummary[i] = en
+				}
+			} else {
+				e.ObservedSince = now // no checkpoint: the evidence rules start again here
+			}
 		}
 		w.record(nil, e)
 	}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -24,6 +25,7 @@ import (
 //		owner         text NOT NULL,
 //		open          boolean NOT NULL DEFAULT true,
 //		claimed_at    timestamptz NOT NULL DEFAULT now(),
+//		evidence      json,  -- the owner's last checkpoint ([]watchdog.EvidenceEntry)
 //		PRIMARY KEY (aggregate_id, window_number));
 //	CREATE TABLE watchdog_events_leases (
 //		owner      text PRIMARY KEY,
@@ -47,6 +49,7 @@ func fleetSchema(n *names) []string {
 	claimed_at    timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (aggregate_id, window_number))`,
 		`CREATE INDEX IF NOT EXISTS ` + pgx.Identifier{n.base + "_windows_owner"}.Sanitize() + ` ON ` + n.windows + ` (owner) WHERE open`,
+		`ALTER TABLE ` + n.windows + ` ADD COLUMN IF NOT EXISTS evidence json`,
 		`CREATE TABLE IF NOT EXISTS ` + n.leases + ` (
 	owner      text PRIMARY KEY,
 	expires_at timestamptz NOT NULL,
@@ -96,19 +99,35 @@ func fencedErr(e watchdog.Event, err error) error {
 	return fmt.Errorf("%w: event %s of owner %q refused: %s", watchdog.ErrAlreadyWatched, e.ID, e.Owner, msg)
 }
 
-// Heartbeat implements watchdog.Leaser: owner's lease runs until ttl from
-// now, on the database's clock.
-func (s *Store) Heartbeat(ctx context.Context, owner string, ttl time.Duration) error {
+// Heartbeat implements watchdog.Leaser in one round trip and one
+// transaction: owner's lease runs until ttl from now, on the database's
+// clock, and each checkpoint is kept on its window, if owner holds it.
+func (s *Store) Heartbeat(ctx context.Context, owner string, ttl time.Duration, checkpoints []watchdog.Checkpoint) error {
 	if s.isClosed() {
 		return s.closedErr()
 	}
 	if owner == "" || ttl <= 0 {
 		return fmt.Errorf("%w: postgres store: heartbeat of owner %q for %v", watchdog.ErrInvalidArgument, owner, ttl)
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.n.leases+` (owner, expires_at, last_seen)
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO `+s.n.leases+` (owner, expires_at, last_seen)
 VALUES ($1, now() + make_interval(secs => $2), now())
 ON CONFLICT (owner) DO UPDATE SET expires_at = EXCLUDED.expires_at, last_seen = EXCLUDED.last_seen`, owner, ttl.Seconds())
-	if err != nil {
+	if len(checkpoints) > 0 {
+		aggs, evs := make([]string, len(checkpoints)), make([]string, len(checkpoints))
+		windows := make([]int32, len(checkpoints))
+		for i, c := range checkpoints {
+			raw, err := json.Marshal(c.Evidence)
+			if err != nil {
+				return fmt.Errorf("%w: postgres store: checkpoint of %q: %v", watchdog.ErrInvalidArgument, c.SessionID, err)
+			}
+			aggs[i], windows[i], evs[i] = c.SessionID, int32(c.Window), string(raw)
+		}
+		b.Queue(`UPDATE `+s.n.windows+` w SET evidence = c.e::json
+FROM unnest($1::text[], $2::integer[], $3::text[]) AS c(a, n, e)
+WHERE w.aggregate_id = c.a AND w.window_number = c.n AND w.owner = $4 AND w.open`, aggs, windows, evs, owner)
+	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("postgres store: heartbeat of %s: %w", owner, err)
 	}
 	return nil
@@ -145,7 +164,7 @@ func (s *Store) Adopt(ctx context.Context, adopter string, limit int) ([]watchdo
 		return nil, fmt.Errorf("postgres store: adopt: %w", err)
 	}
 	defer tx.Rollback(context.Background())
-	rows, err := tx.Query(ctx, `SELECT w.aggregate_id, w.window_number, w.owner, l.last_seen
+	rows, err := tx.Query(ctx, `SELECT w.aggregate_id, w.window_number, w.owner, l.last_seen, w.evidence
 FROM `+s.n.leases+` l JOIN `+s.n.windows+` w ON w.owner = l.owner AND w.open
 WHERE l.expires_at < now() AND l.owner <> $1
 ORDER BY w.claimed_at LIMIT $2`, adopter, limit)
@@ -160,9 +179,13 @@ ORDER BY w.claimed_at LIMIT $2`, adopter, limit)
 	for rows.Next() {
 		var c cand
 		var w int32
-		if err := rows.Scan(&c.o.SessionID, &w, &c.o.Owner, &c.o.LastSeen); err != nil {
+		var ev []byte
+		if err := rows.Scan(&c.o.SessionID, &w, &c.o.Owner, &c.o.LastSeen, &ev); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("postgres store: adopt: %w", err)
+		}
+		if len(ev) > 0 && json.Unmarshal(ev, &c.o.Evidence) != nil {
+			c.o.Evidence = nil // an unreadable checkpoint: the evidence rules start again
 		}
 		c.o.Window = int(w)
 		c.key = lockKey("append", s.cfg.table, c.o.SessionID)

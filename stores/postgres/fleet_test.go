@@ -123,3 +123,36 @@ func TestAnAdopterContinuesAWindowUnderItsRecordedPolicy(t *testing.T) {
 	require.NotNil(t, evs[1].Policy)
 	assert.True(t, evs[1].Policy.ContinueWhenOwnerLost, "under the recorded policy")
 }
+
+// A heartbeat keeps the checkpoints of the windows its owner holds (and
+// only those); Adopt hands the last one over with the window.
+func TestHeartbeatCheckpointsReachTheAdopter(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, testPool(t), WithTable(uniqueTable(t)))
+	open := ev("open", "agent", watchdog.KindStart, 1)
+	open.OpensWindow, open.Owner = true, "a"
+	require.NoError(t, s.Append(ctx, open))
+	last := time.Date(2026, 11, 25, 9, 0, 0, 123456789, time.UTC)
+	cp := []watchdog.EvidenceEntry{{Channel: "stdout", LastAt: &last, Counter: 7}, {Channel: "mcp_tool", Counter: 0}}
+	require.NoError(t, s.Heartbeat(ctx, "a", time.Minute, []watchdog.Checkpoint{
+		{SessionID: "agent", Window: 1, Evidence: cp},
+		{SessionID: "not-mine", Window: 1, Evidence: cp},
+	}))
+	orphans, err := s.Adopt(ctx, "b", 10)
+	require.NoError(t, err)
+	require.Empty(t, orphans, "a's lease lives")
+	require.NoError(t, s.Release(ctx, "a"))
+	orphans, err = s.Adopt(ctx, "b", 10)
+	require.NoError(t, err)
+	require.Len(t, orphans, 1)
+	o := orphans[0]
+	assert.Equal(t, "agent", o.SessionID)
+	assert.Equal(t, "a", o.Owner)
+	require.Len(t, o.Evidence, 2)
+	assert.True(t, o.Evidence[0].LastAt.Equal(last))
+	assert.Equal(t, uint64(7), o.Evidence[0].Counter)
+	assert.Nil(t, o.Evidence[1].LastAt)
+	again, err := s.Adopt(ctx, "c", 10)
+	require.NoError(t, err)
+	assert.Empty(t, again, "adopted once")
+}
