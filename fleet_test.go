@@ -242,7 +242,7 @@ func TestAnAdopterContinuesTheIdleRuleFromTheOwnersLastCheckpoint(t *testing.T) 
 		s, err := w1.Start(context.Background(), "agent", t0,
 			watchdog.Policy{WallClock: time.Hour, IdleWindow: 30 * time.Second, SettleChecks: 1, ContinueWhenOwnerLost: true})
 		require.NoError(t, err)
-		touched := owner.Now() // the owner's (frozen) clock: the instant of the evidence
+		touched := owner.Now()          // the owner's (frozen) clock: the instant of the evidence
 		s.Touch(watchdog.ChannelStdout) // the agent's last output
 		time.Sleep(2 * time.Second)     // the owner's clock keeps pace for one heartbeat, which checkpoints it
 		owner.Add(2 * time.Second)
