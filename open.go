@@ -44,6 +44,53 @@ type opening struct {
 	s         *Session
 }
 
+// await registers a wait for the store's answer on event id, of s.
+func (w *Watchdog) await(id string, s *Session) *opening {
+	op := &opening{answer: make(chan error, 1), s: s}
+	o := w.openings
+	o.mu.Lock()
+	o.waiting[id] = op
+	o.mu.Unlock()
+	return op
+}
+
+// stopOutcome waits for the store's answer on s's stop event id, bounded by
+// the context s was started with: nil if the stop was recorded (or the
+// wait gave up), else the error that says who won, wrapping the store's
+// refusal and the winner's cause, which s's state then keeps.
+func (w *Watchdog) stopOutcome(s *Session, op *opening, id string) error {
+	var err error
+	select {
+	case err = <-op.answer:
+	case <-s.vctx.Context.Done():
+		err = w.abandon(op, id, context.Cause(s.vctx.Context))
+	case <-w.done:
+		err = w.abandon(op, id, ErrClosed)
+	}
+	if err == nil || errors.Is(err, errAbandoned) ||
+		!errors.Is(err, ErrAlreadyDecided) && !errors.Is(err, ErrAlreadyWatched) {
+		return nil // recorded, or given up, or refused for good (Close reports it)
+	}
+	cause := error(ErrSessionStopped)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.vctx.Context), 10*time.Second)
+	defer cancel()
+	if evs, lerr := w.loadEvents(ctx, s.id); lerr == nil {
+		for _, e := range evs {
+			if e.Window == int(s.window) && e.Terminal() {
+				cause = causeOf(e)
+			}
+		}
+	}
+	var v *VerdictError
+	if errors.As(cause, &v) {
+		w.mu.Lock()
+		s.state.Store(stateFired)
+		s.rw().fired = v
+		w.mu.Unlock()
+	}
+	return fmt.Errorf("watchdog: %q window %d: the stop lost: %w: %w", s.id, s.window, err, cause)
+}
+
 // arbitrates reports whether store refuses a second opening of a window;
 // a panicking Arbitrates counts as false.
 func arbitrates(store EventStore) (ok bool) {
@@ -79,7 +126,7 @@ func (w *Watchdog) settled(e Event, err error) {
 		w.rec.Poke()
 		return
 	}
-	if w.openings == nil || e.Kind != KindStart && e.Kind != KindResume {
+	if w.openings == nil || e.Kind != KindStart && e.Kind != KindResume && e.Kind != KindStop {
 		if errors.Is(err, ErrAlreadyWatched) && w.fleet != nil {
 			w.disown(e.AggregateID, e.Window, err) // fenced: another owner holds the window
 		}
@@ -95,7 +142,7 @@ func (w *Watchdog) settled(e Event, err error) {
 	case op == nil:
 	case !abandoned:
 		op.answer <- err
-	case err == nil:
+	case err == nil && e.Kind != KindStop:
 		// Recorded after Start gave up: the window is this Watchdog's, and
 		// nobody watches it. End it.
 		s := op.s
@@ -131,11 +178,7 @@ func (w *Watchdog) open(ctx context.Context, s *Session, kind string, reserved, 
 	e.ID = w.newID()
 	e.Policy = &s.cfg.policy
 	e.OpensWindow = opens
-	op := &opening{answer: make(chan error, 1), s: s}
-	o := w.openings
-	o.mu.Lock()
-	o.waiting[e.ID] = op
-	o.mu.Unlock()
+	op := w.await(e.ID, s)
 	w.record(nil, e)
 	var err error
 	select {

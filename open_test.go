@@ -2,12 +2,14 @@ package watchdog_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -217,6 +219,51 @@ func TestAnActDecisionThatLostTheRaceRecordsWhyItHasNoCancel(t *testing.T) {
 		rep, err := watchdog.Replay(evs)
 		require.NoError(t, err)
 		assert.Empty(t, rep)
+		require.NoError(t, w1.Close(context.Background()))
+		require.NoError(t, w2.Close(context.Background()))
+	})
+}
+
+// With a store that arbitrates, a Stop that loses to another Watchdog's
+// cancel is told: its error matches ErrAlreadyDecided and carries the
+// winner's verdict, the session's context ends with it, and Run's Result
+// reports the winner's verdict.
+func TestAStopThatLostTheRaceIsToldTheWinnersVerdict(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newArbStore()
+		frozen := clock.NewMock() // this supervisor's clock stands still: it never fires
+		frozen.Set(time.Now())
+		w1 := watchdog.New(watchdog.WithStore(store), watchdog.WithClock(frozen))
+		w2 := watchdog.New(watchdog.WithStore(store))
+		p := watchdog.Policy{WallClock: time.Second}
+		mine := map[string]*watchdog.Session{}
+		for _, id := range []string{"stop", "run"} {
+			s, err := w1.Start(context.Background(), id, frozen.Now(), p)
+			require.NoError(t, err)
+			mine[id] = s
+			_, err = w2.Resume(context.Background(), id, p) // a second supervisor of the window
+			require.NoError(t, err)
+		}
+		time.Sleep(2 * time.Second) // w2 fires and records its cancels
+		synctest.Wait()
+
+		stopSession := mine["stop"]
+		err := stopSession.Stop()
+		require.ErrorIs(t, err, watchdog.ErrAlreadyDecided)
+		var v *watchdog.VerdictError
+		require.True(t, errors.As(err, &v), "the winner's verdict: %v", err)
+		assert.Equal(t, "watchdog_wall_clock_exceeded", v.StopReasonCode())
+		assert.ErrorIs(t, context.Cause(stopSession.Context()), watchdog.ErrAlreadyDecided)
+		require.ErrorIs(t, stopSession.Stop(), watchdog.ErrWallClockExceeded, "a later Stop returns the winner's verdict")
+
+		res, err := mine["run"].Run(func(context.Context) error { return nil })
+		require.ErrorIs(t, err, watchdog.ErrAlreadyDecided)
+		assert.Equal(t, "watchdog_wall_clock_exceeded", res.StopReasonCode, "Run reports the winner's verdict")
+		for _, id := range []string{"stop", "run"} {
+			evs := load(t, store.MemoryStore, id)
+			assert.Len(t, ofKind(evs, watchdog.KindCancel), 1, id)
+			assert.Empty(t, ofKind(evs, watchdog.KindStop), id)
+		}
 		require.NoError(t, w1.Close(context.Background()))
 		require.NoError(t, w2.Close(context.Background()))
 	})

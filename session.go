@@ -220,6 +220,15 @@ func (s *Session) Deadline() time.Time {
 // Stop returns nil when it ended the window and on every later call after
 // that. If the window had already ended otherwise it returns that cause: the
 // *VerdictError when the watchdog fired first, ErrClosed after Close.
+//
+// With a store that arbitrates (see Arbiter), Stop waits for the store's
+// answer, bounded by the context the session was started or resumed with
+// (past it, Stop returns nil and the stop is recorded when the store takes
+// it). If another Watchdog ended the window first, Stop returns an error
+// wrapping ErrAlreadyDecided (ErrAlreadyWatched if another owner holds the
+// window) and the winner's cause (a *VerdictError for a cancel), the
+// session's context ends with that error, and Run's Result reports the
+// winner's verdict.
 func (s *Session) Stop() error {
 	_, err := s.stop(StopCompleted)
 	return err
@@ -245,8 +254,19 @@ func (s *Session) stop(code string) (bool, error) {
 	s.dropLocked()
 	e := s.event(KindStop, now)
 	e.Reason = code
+	var op *opening
+	if w.openings != nil { // a store that arbitrates: learn whether the stop wins
+		e.ID = w.newID()
+		op = w.await(e.ID, s)
+	}
 	w.record(nil, e)
 	w.mu.Unlock()
+	if op != nil {
+		if lost := w.stopOutcome(s, op, e.ID); lost != nil {
+			s.cancel(lost)
+			return false, lost
+		}
+	}
 	s.cancel(ErrSessionStopped)
 	if ce := w.log.Check(zap.DebugLevel, "watchdog: session stopped"); ce != nil { // no fields built when disabled
 		ce.Write(zap.String("session_id", s.id), zap.Int("window", int(s.window)), zap.String("stop_reason_code", code))
