@@ -191,6 +191,10 @@ type Event struct {
 	// on the store's clock (zero if it sent none).
 	AdoptedFrom   string    `json:"adopted_from,omitempty"`
 	OwnerLastSeen time.Time `json:"owner_last_seen,omitzero"`
+	// AmendedBy is set on the resume event of a window Session.Amend
+	// opened: who changed the policy (the reason field says why; the policy
+	// field holds the new policy).
+	AmendedBy string `json:"amended_by,omitempty"`
 	// Extra holds the JSON fields of a decoded event that this version does
 	// not know (written by a newer version or another tool). They are kept
 	// and written back by MarshalJSON, so a store that round-trips events
@@ -397,7 +401,7 @@ func (e *Event) validate() error {
 	}
 	for _, f := range [...]struct{ name, v string }{{"reason", e.Reason}, {"rule", e.Rule}, {"mode", string(e.Mode)},
 		{"decided_by_decision_id", e.DecidedByDecisionID}, {"active_channel", e.ActiveChannel}, {"error", e.Error},
-		{"handler", e.Handler}, {"layer", e.Layer}, {"dying_span", e.DyingSpan}, {"owner", e.Owner}, {"adopted_from", e.AdoptedFrom}} {
+		{"handler", e.Handler}, {"layer", e.Layer}, {"dying_span", e.DyingSpan}, {"owner", e.Owner}, {"adopted_from", e.AdoptedFrom}, {"amended_by", e.AmendedBy}} {
 		if err := checkText(f.name, f.v); err != nil {
 			return err
 		}

@@ -44,6 +44,14 @@ type opening struct {
 	s         *Session
 }
 
+// amendMarks records on e, s's resume event, who amended the policy and
+// why, if s's window was opened by Amend.
+func (s *Session) amendMarks(e *Event) {
+	if r := s.rare; r != nil && r.amendedBy != "" { // set before the session was shared
+		e.AmendedBy, e.Reason = r.amendedBy, r.amendWhy
+	}
+}
+
 // await registers a wait for the store's answer on event id, of s.
 func (w *Watchdog) await(id string, s *Session) *opening {
 	op := &opening{answer: make(chan error, 1), s: s}
@@ -178,6 +186,7 @@ func (w *Watchdog) open(ctx context.Context, s *Session, kind string, reserved, 
 	e.ID = w.newID()
 	e.Policy = &s.cfg.policy
 	e.OpensWindow = opens
+	s.amendMarks(&e)
 	op := w.await(e.ID, s)
 	w.record(nil, e)
 	var err error

@@ -37,9 +37,42 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 	return w.resume(ctx, id, p, nil)
 }
 
+// Amend changes the policy of s's session, as an explicit and recorded act:
+// it ends s's window with a stop (reason "amended", StopAmended) and opens
+// the next window at once under p, whose resume event records who amended
+// it (amended_by), why (reason) and the new policy. So no live window's
+// deadline ever changes: s's context ends (cause ErrSessionStopped) and the
+// returned Session, whose context derives from ctx, runs the new window.
+// by and why are text of 1 to 1,024 bytes (see Start); p is validated
+// before anything is recorded. It returns an error wrapping
+// ErrInvalidArgument or ErrInvalidPolicy for bad input (s's window goes on),
+// the window's end cause if it had already ended, or Resume's errors.
+func (s *Session) Amend(ctx context.Context, p Policy, by, why string) (*Session, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: nil session", ErrInvalidArgument)
+	}
+	if err := validateStart(ctx, s.id, p); err != nil {
+		return nil, err
+	}
+	for _, f := range [...]struct{ name, v string }{{"amended by", by}, {"amend reason", why}} {
+		if err := checkName(f.name, f.v); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
+	}
+	won, err := s.stop(StopAmended)
+	if !won {
+		if err == nil {
+			err = ErrSessionStopped
+		}
+		return nil, fmt.Errorf("watchdog: amend %q: window %d had already ended: %w", s.id, s.window, err)
+	}
+	return s.w.resume(ctx, s.id, p, nil, by, why)
+}
+
 // resume is Resume; with adopted, it takes over the open window the store
-// handed this Watchdog (see adoptOrphan), under its recorded policy.
-func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orphan) (*Session, error) {
+// handed this Watchdog (see adoptOrphan), under its recorded policy; with
+// amend, its resume event records who amended the policy and why.
+func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orphan, amend ...string) (*Session, error) {
 	if err := validateStart(ctx, id, p); err != nil {
 		return nil, err
 	}
@@ -47,6 +80,10 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 		return nil, err
 	}
 	s := w.newSession(ctx, id, p)
+	if len(amend) == 2 { // before the session is shared
+		r := s.rw()
+		r.amendedBy, r.amendWhy = amend[0], amend[1]
+	}
 	if err := w.reserve(s); err != nil {
 		s.cancel(err)
 		return nil, err

@@ -25,6 +25,9 @@ const (
 	// StopWatchdogClosed: the Watchdog was closed while the session ran. No
 	// terminal event is recorded, so a resume continues the same window.
 	StopWatchdogClosed = "watchdog_closed"
+	// StopAmended: Session.Amend ended the window to open the next one
+	// under another policy.
+	StopAmended = "amended"
 )
 
 const reasonLivenessFailed = "liveness_failed"

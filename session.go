@@ -66,6 +66,8 @@ type sessionRare struct {
 	waiter  *waiter       // armed waiting watchdog; guarded by w.mu
 	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
 
+	amendedBy  string                          // on the resume of an amended window: who amended it (see Amend)
+	amendWhy   string                          // and why
 	graceUntil time.Time                       // end of the startup grace (zero: none)
 	backingOff bool                            // RunPhase waits between attempts: the idle rule is suspended
 	liveness   map[string]decide.LivenessState // user liveness rules' settle memory

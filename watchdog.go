@@ -318,6 +318,7 @@ func (w *Watchdog) activate(s *Session, kind string, reserved, opened bool, adop
 	if !opened {
 		e := s.event(kind, now)
 		e.Policy = &s.cfg.policy // shared, never modified
+		s.amendMarks(&e)
 		if adopted != nil {
 			e.Reason, e.AdoptedFrom, e.OwnerLastSeen = StopOwnerLost, adopted.Owner, adopted.LastSeen.UTC()
 			if len(adopted.Evidence) > 0 { // what the evidence rules continue from, on the timeline (record shifts it)

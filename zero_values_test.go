@@ -156,8 +156,16 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 		},
 		"Session.StartedAt": func(t *testing.T) { _, s := newSession(t); assert.Equal(t, t0, s.StartedAt()) },
 		"Session.Stop":      func(t *testing.T) { _, s := newSession(t); require.NoError(t, s.Stop()) },
-		"Session.Touch":     func(t *testing.T) { _, s := newSession(t); s.Touch(0) },
-		"Session.Wait":      func(t *testing.T) { _, s := newSession(t); s.Wait(0, nil) },
+		"Session.Amend": func(t *testing.T) {
+			_, s := newSession(t)
+			_, err := s.Amend(nilCtx, watchdog.Policy{}, "", "")
+			invalid(t, err)
+			var none *watchdog.Session
+			_, err = none.Amend(context.Background(), watchdog.Policy{}, "a", "b")
+			invalid(t, err)
+		},
+		"Session.Touch": func(t *testing.T) { _, s := newSession(t); s.Touch(0) },
+		"Session.Wait":  func(t *testing.T) { _, s := newSession(t); s.Wait(0, nil) },
 		"Session.WatchWorkspace": func(t *testing.T) {
 			_, s := newSession(t)
 			invalid(t, s.WatchWorkspace(""))
