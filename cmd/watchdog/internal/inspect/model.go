@@ -176,10 +176,12 @@ func describe(e watchdog.Event) Entry {
 	case watchdog.KindStart:
 		en.Label = "start"
 		add("window %d, budget %s", e.Window, secs(e.ConfiguredBudgetSeconds))
+		addFleet(&parts, e)
 		addPolicy(&parts, e)
 	case watchdog.KindResume:
 		en.Label = "resume"
 		add("window %d started %s, budget %s", e.Window, stamp(e.WindowStartedAt), secs(e.ConfiguredBudgetSeconds))
+		addFleet(&parts, e)
 		addPolicy(&parts, e)
 	case watchdog.KindStop:
 		en.Label = "stop"
@@ -266,6 +268,31 @@ func describe(e watchdog.Event) Entry {
 }
 
 // addPolicy appends the recorded policy (start and resume events), as JSON.
+// addFleet describes who opened or took over the window: its owner, an
+// adoption from a lost owner (with when it was last seen and the evidence
+// the adopter continued from, or that it started again), an amend.
+func addFleet(parts *[]string, e watchdog.Event) {
+	if e.Owner != "" {
+		*parts = append(*parts, "owner "+e.Owner)
+	}
+	if e.AdoptedFrom != "" {
+		s := "adopted from " + e.AdoptedFrom
+		if !e.OwnerLastSeen.IsZero() {
+			s += " (last seen " + stamp(e.OwnerLastSeen) + ")"
+		}
+		switch {
+		case len(e.EvidenceSummary) > 0:
+			s += ", evidence continued from its last checkpoint"
+		case !e.ObservedSince.IsZero():
+			s += ", evidence counted again from the adoption"
+		}
+		*parts = append(*parts, s)
+	}
+	if e.AmendedBy != "" {
+		*parts = append(*parts, fmt.Sprintf("policy amended by %s: %s", e.AmendedBy, orDash(e.Reason)))
+	}
+}
+
 func addPolicy(parts *[]string, e watchdog.Event) {
 	if e.Policy == nil {
 		return

@@ -55,3 +55,31 @@ func TestOpenWindowsListsTheWindowsNobodyEndedWithTheirDeadlineAndLease(t *testi
 		t.Errorf("an ended session is not open: %+v", r.Open)
 	}
 }
+
+// The timeline says who opened each window, who adopted it from which lost
+// owner (last seen when, evidence continued or counted again) and who
+// amended a policy and why.
+func TestTheTimelineNamesOwnersAdoptionsAndAmends(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	p := &watchdog.Policy{WallClock: time.Hour}
+	last := t0.Add(2 * time.Second)
+	events := []watchdog.Event{
+		{ID: "1", AggregateID: "a", Kind: watchdog.KindStart, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0, Owner: "o1", Policy: p},
+		{ID: "2", AggregateID: "a", Kind: watchdog.KindResume, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0.Add(8 * time.Second),
+			Owner: "o2", AdoptedFrom: "o1", OwnerLastSeen: last, Reason: watchdog.StopOwnerLost, Policy: p,
+			EvidenceSummary: []watchdog.EvidenceEntry{{Channel: "stdout", LastAt: &last, Counter: 3}}},
+		{ID: "3", AggregateID: "a", Kind: watchdog.KindStop, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0.Add(9 * time.Second), Reason: watchdog.StopAmended},
+		{ID: "4", AggregateID: "a", Kind: watchdog.KindResume, Window: 2, SessionStartedAt: t0, WindowStartedAt: t0.Add(9 * time.Second), OccurredAt: t0.Add(9 * time.Second),
+			Owner: "o2", AmendedBy: "alice", Reason: "less time", Policy: p},
+	}
+	var b bytes.Buffer
+	if err := WriteText(&b, Build(events, Filter{})); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"owner o1", "owner o2; adopted from o1 (last seen 2026-11-25T09:00:02.000Z), evidence continued from its last checkpoint",
+		"policy amended by alice: less time"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("timeline lacks %q:\n%s", want, b.String())
+		}
+	}
+}
