@@ -127,9 +127,10 @@ func (uf *userFaults) call(what string, f func() error) (err error) {
 type Stats struct {
 	// Sessions is the number of windows being watched.
 	Sessions int
-	// Queued is the number of records waiting for the store. From 262,144
-	// on, Start and Resume are refused and repeated CONTINUE records of a
-	// session are folded into its latest until the store catches up.
+	// Queued is the number of records waiting for the store, a fire's
+	// decision and cancel counting as one. From 262,144 on, Start and
+	// Resume are refused and repeated CONTINUE records of a session are
+	// folded into its latest until the store catches up.
 	Queued int
 	// OldestQueued is how long the record queued longest has waited for
 	// the store, on the Watchdog's clock (0 when none waits): how far the
