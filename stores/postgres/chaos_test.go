@@ -35,7 +35,9 @@ import (
 //	done     stops itself (completed) before its budget
 //	busy     writes output until the wall clock ends the window
 //	silent   writes nothing: the idle rule ends it
-//	remote   runs elsewhere: ContinueWhenOwnerLost, wall clock only
+//	remote   runs elsewhere and writes output until its owner is lost:
+//	         ContinueWhenOwnerLost, an idle window of 3 s that the adopter
+//	         continues from the owner's last evidence checkpoint
 //
 // "DRAIN" makes it start nothing more and print "DRAINED" once every Start
 // in progress has returned; it goes on watching (and adopting) until "EXIT"
@@ -54,6 +56,7 @@ func chaosPolicy(kind string, budget time.Duration) watchdog.Policy {
 		p.IdleWindow, p.SettleChecks, p.SettleInterval = time.Second, 2, 500*time.Millisecond
 	case "remote":
 		p.ContinueWhenOwnerLost = true
+		p.IdleWindow, p.SettleChecks = 3*time.Second, 1
 	}
 	return p
 }
@@ -126,7 +129,7 @@ func runMember(ctx context.Context, store *Store) int {
 					_ = s.Stop()
 				case <-s.Context().Done():
 				}
-			case "busy":
+			case "busy", "remote":
 				t := time.NewTicker(200 * time.Millisecond)
 				defer t.Stop()
 				for {
