@@ -28,8 +28,9 @@ func (w *Watchdog) release(s *Session) {
 	w.mu.Unlock()
 }
 
-// openings are the window openings a Watchdog waits for, with a store
-// that arbitrates them (see Arbiter): per event_id, how the wait ends.
+// openings are the records a Watchdog waits for the store's answer on,
+// with a store that arbitrates (see Arbiter): openings, claims of an open
+// window and stops; per event_id, how the wait ends.
 type openings struct {
 	mu      sync.Mutex
 	waiting map[string]*opening
@@ -67,14 +68,7 @@ func (w *Watchdog) await(id string, s *Session) *opening {
 // wait gave up), else the error that says who won, wrapping the store's
 // refusal and the winner's cause, which s's state then keeps.
 func (w *Watchdog) stopOutcome(s *Session, op *opening, id string) error {
-	var err error
-	select {
-	case err = <-op.answer:
-	case <-s.vctx.Context.Done():
-		err = w.abandon(op, id, context.Cause(s.vctx.Context))
-	case <-w.done:
-		err = w.abandon(op, id, ErrClosed)
-	}
+	err := w.answer(s.vctx.Context, op, id)
 	if err == nil || errors.Is(err, errAbandoned) ||
 		!errors.Is(err, ErrAlreadyDecided) && !errors.Is(err, ErrAlreadyWatched) {
 		return nil // recorded, or given up, or refused for good (Close reports it)
@@ -189,14 +183,7 @@ func (w *Watchdog) open(ctx context.Context, s *Session, kind string, reserved, 
 	s.amendMarks(&e)
 	op := w.await(e.ID, s)
 	w.record(nil, e)
-	var err error
-	select {
-	case err = <-op.answer:
-	case <-ctx.Done():
-		err = w.abandon(op, e.ID, context.Cause(ctx))
-	case <-w.done:
-		err = w.abandon(op, e.ID, ErrClosed)
-	}
+	err := w.answer(ctx, op, e.ID)
 	switch {
 	case errors.Is(err, errAbandoned):
 	case errors.Is(err, ErrAlreadyWatched):
@@ -212,6 +199,19 @@ func (w *Watchdog) open(ctx context.Context, s *Session, kind string, reserved, 
 		return nil, err
 	}
 	return s, nil
+}
+
+// answer waits for the store's answer on event id, until ctx ends or the
+// Watchdog closes: then it gives up (see abandon).
+func (w *Watchdog) answer(ctx context.Context, op *opening, id string) error {
+	select {
+	case err := <-op.answer:
+		return err
+	case <-ctx.Done():
+		return w.abandon(op, id, context.Cause(ctx))
+	case <-w.done:
+		return w.abandon(op, id, ErrClosed)
+	}
 }
 
 // errAbandoned marks the error of an opening whose caller gave up.

@@ -372,6 +372,20 @@ func validate(e watchdog.Event) error {
 	return nil
 }
 
+// encode is e's row payload: its JSON, seq omitted, or the error that
+// refuses it for good (see validate).
+func encode(e watchdog.Event) (string, error) {
+	if err := validate(e); err != nil {
+		return "", err
+	}
+	e.Seq = 0
+	b, err := e.MarshalJSON()
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", watchdog.ErrInvalidEvent, err)
+	}
+	return string(b), nil
+}
+
 func (s *Store) closedErr() error {
 	return fmt.Errorf("%w: postgres store %s", watchdog.ErrClosed, s.cfg.table)
 }
@@ -409,15 +423,11 @@ func (s *Store) Append(ctx context.Context, events ...watchdog.Event) error {
 	payloads := make([]string, len(events))
 	var keys []int64
 	for i, e := range events {
-		if err := validate(e); err != nil {
+		b, err := encode(e)
+		if err != nil {
 			return err
 		}
-		e.Seq = 0
-		b, err := e.MarshalJSON()
-		if err != nil {
-			return fmt.Errorf("%w: %v", watchdog.ErrInvalidEvent, err)
-		}
-		payloads[i] = string(b)
+		payloads[i] = b
 		keys = append(keys, lockKey("append", s.cfg.table, e.AggregateID))
 	}
 	slices.Sort(keys)
@@ -522,20 +532,15 @@ func (s *Store) AppendEach(ctx context.Context, events []watchdog.Event) []error
 		keys                       []int64
 	)
 	for i, e := range events {
-		if err := validate(e); err != nil {
-			errs[i] = err
-			continue
-		}
-		e.Seq = 0
-		b, err := e.MarshalJSON()
+		b, err := encode(e)
 		if err != nil {
-			errs[i] = fmt.Errorf("%w: %v", watchdog.ErrInvalidEvent, err)
+			errs[i] = err
 			continue
 		}
 		at = append(at, i)
 		ids, aggs, kinds = append(ids, e.ID), append(aggs, e.AggregateID), append(kinds, e.Kind)
 		windows, terminal, opens = append(windows, int32(e.Window)), append(terminal, e.Terminal()), append(opens, e.OpensWindow)
-		payloads = append(payloads, string(b))
+		payloads = append(payloads, b)
 		owners = append(owners, e.Owner)
 		keys = append(keys, lockKey("append", s.cfg.table, e.AggregateID))
 	}

@@ -55,26 +55,11 @@ func Read(ctx context.Context, dsn, table string, sessions []string) ([]watchdog
 	if !tableName.MatchString(table) || len(table) > 63 {
 		return nil, fmt.Errorf("table name %q: want [schema.]name of letters, digits and underscores (at most 40 bytes each, 63 in all), as given to the store's WithTable", table)
 	}
-	cfg, err := pgx.ParseConfig(dsn)
+	tx, done, err := readOnly(ctx, dsn)
 	if err != nil {
-		// pgx's parse errors may quote the DSN, password included: say
-		// what is wrong without repeating it.
-		return nil, errors.New("the PostgreSQL DSN cannot be parsed; want a URL (postgres://user@host/db) or key=value pairs (host=/run/postgresql dbname=app)")
+		return nil, err
 	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = ConnectTimeout
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return nil, fmt.Errorf("PostgreSQL: begin a read-only transaction: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer done()
 
 	ident := pgx.Identifier(strings.Split(table, ".")).Sanitize()
 	var found *string
@@ -119,6 +104,33 @@ func Read(ctx context.Context, dsn, table string, sessions []string) ([]watchdog
 	return events, nil
 }
 
+// readOnly connects to the database dsn names and begins a read-only
+// transaction; done rolls it back and closes the connection.
+func readOnly(ctx context.Context, dsn string) (tx pgx.Tx, done func(), err error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		// pgx's parse errors may quote the DSN, password included: say
+		// what is wrong without repeating it.
+		return nil, nil, errors.New("the PostgreSQL DSN cannot be parsed; want a URL (postgres://user@host/db) or key=value pairs (host=/run/postgresql dbname=app)")
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = ConnectTimeout
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	tx, err = conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, nil, fmt.Errorf("PostgreSQL: begin a read-only transaction: %w", err)
+	}
+	return tx, func() {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		_ = conn.Close(context.WithoutCancel(ctx))
+	}, nil
+}
+
 // Lease is an owner's lease in the leases table of a fleet (see
 // stores/postgres): when it expires and when its owner was last seen, on
 // the database's clock.
@@ -133,23 +145,11 @@ func Leases(ctx context.Context, dsn, table string) (map[string]Lease, time.Time
 	if !tableName.MatchString(table) || len(table) > 63 {
 		return nil, time.Time{}, fmt.Errorf("table name %q: want [schema.]name of letters, digits and underscores", table)
 	}
-	cfg, err := pgx.ParseConfig(dsn)
+	tx, done, err := readOnly(ctx, dsn)
 	if err != nil {
-		return nil, time.Time{}, errors.New("the PostgreSQL DSN cannot be parsed; want a URL (postgres://user@host/db) or key=value pairs (host=/run/postgresql dbname=app)")
+		return nil, time.Time{}, err
 	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = ConnectTimeout
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("connect to PostgreSQL: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("PostgreSQL: begin a read-only transaction: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer done()
 	parts := strings.Split(table, ".")
 	parts[len(parts)-1] += "_leases"
 	ident := pgx.Identifier(parts).Sanitize()
