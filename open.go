@@ -45,11 +45,26 @@ type opening struct {
 	s         *Session
 }
 
-// amendMarks records on e, s's resume event, who amended the policy and
-// why, if s's window was opened by Amend.
-func (s *Session) amendMarks(e *Event) {
-	if r := s.rare; r != nil && r.amendedBy != "" { // set before the session was shared
+// resumeMarks records on e, s's resume event, who amended the policy and
+// why, if s's window was opened by Amend; and, if the resume continues an
+// open window, what it continues from: the idle floor (observed_since: the
+// resume's own instant when nothing was recorded, see carry) and the
+// evidence carried over from the window's records.
+func (s *Session) resumeMarks(e *Event) {
+	r := s.rare // set before the session was shared
+	if r == nil {
+		return
+	}
+	if r.amendedBy != "" {
 		e.AmendedBy, e.Reason = r.amendedBy, r.amendWhy
+	}
+	if r.continued {
+		if since := s.observedSince(); !since.Equal(s.windowStartedAt) { // zero: the window's start
+			e.ObservedSince = since
+		}
+		if e.ObservedSince.Before(e.OccurredAt) { // evidence carried over
+			e.EvidenceSummary = s.summary(s.snapshot(), e.OccurredAt)
+		}
 	}
 }
 
@@ -180,7 +195,7 @@ func (w *Watchdog) open(ctx context.Context, s *Session, kind string, reserved, 
 	e.ID = w.newID()
 	e.Policy = &s.cfg.policy
 	e.OpensWindow = opens
-	s.amendMarks(&e)
+	s.resumeMarks(&e)
 	op := w.await(e.ID, s)
 	w.record(nil, e)
 	err := w.answer(ctx, op, e.ID)

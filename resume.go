@@ -109,6 +109,7 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 	last, ended := 0, false
 	var lastWindowStart time.Time
 	var recorded *Policy // the last window's policy, from its start or resume record
+	var c carried        // what the last window's records say of its evidence
 	for _, evs := range [][]Event{loaded, pending} {
 		for _, e := range evs {
 			if seen[e.ID] {
@@ -124,9 +125,10 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 				s.sessionStartedAt = e.SessionStartedAt.UTC()
 			}
 			if e.Window > last {
-				last, ended, recorded = e.Window, false, nil
+				last, ended, recorded, c = e.Window, false, nil, carried{}
 			}
 			if e.Window == last {
+				c.add(&e)
 				if e.Policy != nil && (e.Kind == KindStart || e.Kind == KindResume) {
 					recorded = e.Policy
 				}
@@ -172,8 +174,11 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 			zap.String("session_id", id), zap.Int("window", window))
 		s.usePolicy(*recorded)
 	}
-	if adopted != nil && len(adopted.Evidence) > 0 {
-		w.seed(s, adopted.Evidence) // after usePolicy: it sets the channels
+	if !fresh {
+		if adopted != nil {
+			c.addEvidence(adopted.Evidence) // the owner's last checkpoint
+		}
+		w.carry(s, &c) // after usePolicy: it sets the channels
 	}
 	if adopted == nil && (fresh || w.openings != nil) {
 		return w.open(ctx, s, KindResume, true, fresh)
@@ -183,4 +188,75 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 		return nil, err
 	}
 	return s, nil
+}
+
+// carried is what an open window's records say of its evidence, for a
+// Resume or an adoption that continues the window: each channel's latest
+// recorded instant and counter (from verdicts, decisions, checkpoints and
+// earlier resumes), the latest idle floor, and the idle rule's settle count
+// if its last record of the window is a stale observation.
+type carried struct {
+	evidence []EvidenceEntry
+	floor    time.Time // the latest recorded observed_since
+	stale    int       // the idle rule's settle count at staleAt
+	staleAt  time.Time
+}
+
+func (c *carried) add(e *Event) {
+	c.addEvidence(e.EvidenceSummary)
+	if e.ObservedSince.After(c.floor) {
+		c.floor = e.ObservedSince
+	}
+	if e.Rule == ruleIdle {
+		switch {
+		case e.Kind == KindVerdict && e.SettleCount > 0:
+			c.stale, c.staleAt = e.SettleCount, e.OccurredAt
+		case e.Kind == KindDecision:
+			c.stale = 0
+		}
+	}
+}
+
+func (c *carried) addEvidence(ev []EvidenceEntry) {
+next:
+	for _, en := range ev {
+		if en.LastAt == nil && en.Counter == 0 {
+			continue
+		}
+		for i := range c.evidence {
+			old := &c.evidence[i]
+			if old.Channel != en.Channel {
+				continue
+			}
+			if en.LastAt != nil && (old.LastAt == nil || en.LastAt.After(*old.LastAt)) {
+				old.LastAt = en.LastAt
+			}
+			old.Counter = max(old.Counter, en.Counter)
+			continue next
+		}
+		c.evidence = append(c.evidence, EvidenceEntry{Channel: en.Channel, LastAt: en.LastAt, Counter: en.Counter})
+	}
+}
+
+// carry continues s's open window from what its records say (c): the
+// channels' evidence, the idle floor and the idle rule's settle count, so
+// that the resume itself restarts none of them. With no recorded evidence
+// the evidence rules start again now, and s's resume record says so
+// (observed_since). Called before s is shared.
+func (w *Watchdog) carry(s *Session, c *carried) {
+	r := s.rw()
+	r.continued = true
+	if len(c.evidence) == 0 && c.floor.IsZero() {
+		s.since = toNanos(w.now()) // nothing recorded: from the resume on
+		return
+	}
+	w.seed(s, c.evidence)
+	s.since = toNanos(s.windowStartedAt)
+	if f := w.onTimeline(c.floor); f.After(s.windowStartedAt) {
+		s.since = toNanos(f)
+	}
+	if c.stale > 0 && s.cfg.limits.IdleWindow > 0 {
+		r.rules.StaleChecks = min(c.stale, s.cfg.limits.SettleChecks-1)
+		r.rules.SettleDueAt = w.onTimeline(c.staleAt).Add(s.cfg.limits.SettleInterval)
+	}
 }

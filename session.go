@@ -66,6 +66,7 @@ type sessionRare struct {
 	waiter  *waiter       // armed waiting watchdog; guarded by w.mu
 	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
 
+	continued  bool                            // a resume continues the open window (see carry)
 	amendedBy  string                          // on the resume of an amended window: who amended it (see Amend)
 	amendWhy   string                          // and why
 	graceUntil time.Time                       // end of the startup grace (zero: none)

@@ -301,9 +301,9 @@ func (w *Watchdog) activate(s *Session, kind string, reserved, opened bool, adop
 		w.sessions.Put(s)
 	}
 	s.state.Store(stateRunning)
-	if adopted == nil || len(adopted.Evidence) == 0 {
+	if s.since == math.MinInt64 { // else set by a resume that continues the window (see carry)
 		s.since = toNanos(now)
-	} // else evidence counts from the window's start: the checkpoint continues it
+	}
 	if g := s.cfg.limits.StartupGrace; g > 0 && s.windowStartedAt.Add(g).After(now) {
 		// From the window's start: a resume of an open window, after a
 		// restart, does not grant the grace again.
@@ -318,21 +318,9 @@ func (w *Watchdog) activate(s *Session, kind string, reserved, opened bool, adop
 	if !opened {
 		e := s.event(kind, now)
 		e.Policy = &s.cfg.policy // shared, never modified
-		s.amendMarks(&e)
+		s.resumeMarks(&e)
 		if adopted != nil {
 			e.Reason, e.AdoptedFrom, e.OwnerLastSeen = StopOwnerLost, adopted.Owner, adopted.LastSeen.UTC()
-			if len(adopted.Evidence) > 0 { // what the evidence rules continue from, on the timeline (record shifts it)
-				e.EvidenceSummary = make([]EvidenceEntry, len(adopted.Evidence))
-				for i, en := range adopted.Evidence {
-					if en.LastAt != nil {
-						t := w.onTimeline(*en.LastAt)
-						en.LastAt = &t
-					}
-					e.EvidenceSummary[i] = en
-				}
-			} else {
-				e.ObservedSince = now // no checkpoint: the evidence rules start again here
-			}
 		}
 		w.record(nil, e)
 	}
