@@ -191,6 +191,11 @@ type Event struct {
 	// on the store's clock (zero if it sent none).
 	AdoptedFrom   string    `json:"adopted_from,omitempty"`
 	OwnerLastSeen time.Time `json:"owner_last_seen,omitzero"`
+	// BudgetFrom is set on the events of a window whose budget counts
+	// supervised time only (Policy.SupervisedOnly) once a resume or an
+	// adoption added unsupervised time: the instant the wall-clock budget
+	// counts from, later than WindowStartedAt by that time.
+	BudgetFrom time.Time `json:"budget_from,omitzero"`
 	// AmendedBy is set on the resume event of a window Session.Amend
 	// opened: who changed the policy (the reason field says why; the policy
 	// field holds the new policy).

@@ -259,6 +259,7 @@ func (s *Session) snapshotInto(chs []decide.Channel) decide.Snapshot {
 		Waiting:            r.waiter != nil || r.backingOff,
 		SessionStartedAt:   s.sessionStartedAt,
 		WindowStartedAt:    s.windowStartedAt,
+		BudgetFrom:         s.budgetFrom,
 		ObservedSince:      s.observedSince(),
 		GraceUntil:         grace,
 		Channels:           chs,

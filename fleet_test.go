@@ -291,3 +291,37 @@ func TestAnAdopterContinuesTheIdleRuleFromTheOwnersLastCheckpoint(t *testing.T) 
 		require.NoError(t, w4.Close(context.Background()))
 	})
 }
+
+// An adopter of a window whose budget counts supervised time only adds the
+// time since the lost owner's last heartbeat to the budget.
+func TestAnAdopterAddsTheUnsupervisedTimeToASupervisedOnlyBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newLeaseStore()
+		owner := clock.NewMock()
+		owner.Set(time.Now())
+		w1 := watchdog.New(watchdog.WithStore(store), watchdog.WithClock(owner))
+		t0 := time.Now()
+		_, err := w1.Start(context.Background(), "agent", t0,
+			watchdog.Policy{WallClock: time.Minute, ContinueWhenOwnerLost: true, SupervisedOnly: true})
+		require.NoError(t, err)
+		time.Sleep(2 * time.Second) // one heartbeat on the owner's clock
+		owner.Add(2 * time.Second)
+		synctest.Wait()
+		// From here the owner is paused.
+		w2 := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption())
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		evs := load(t, store.MemoryStore, "agent")
+		require.Equal(t, []string{watchdog.KindStart, watchdog.KindResume, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
+		adoption, decision := evs[1], evs[2]
+		gap := adoption.OccurredAt.Sub(adoption.OwnerLastSeen)
+		assert.GreaterOrEqual(t, gap, watchdog.DefaultLeaseTTL, "adopted once the lease expired")
+		assert.Equal(t, t0.Add(gap).UTC(), adoption.BudgetFrom, "the budget counts from the window's start plus the unsupervised gap")
+		assert.Equal(t, t0.Add(gap).Add(time.Minute).UTC(), decision.OccurredAt.Add(-time.Nanosecond))
+		mm, err := watchdog.Replay(evs)
+		require.NoError(t, err)
+		assert.Empty(t, mm)
+		require.NoError(t, w1.Close(context.Background()))
+		require.NoError(t, w2.Close(context.Background()))
+	})
+}

@@ -169,7 +169,7 @@ func windowDeadline(evs []Event, window int) (time.Time, bool) {
 		l := e.Policy.limits()
 		due = time.Time{}
 		if !l.Shadow.Has(decide.RuleWallClock) && !e.WindowStartedAt.IsZero() {
-			due = e.WindowStartedAt.Add(l.WallClock)
+			due = later(e.WindowStartedAt, e.BudgetFrom).Add(l.WallClock)
 		}
 		if c := l.SessionCeiling; c > 0 && !l.Shadow.Has(decide.RuleSessionCeiling) && !e.SessionStartedAt.IsZero() {
 			if d := e.SessionStartedAt.Add(c); due.IsZero() || d.Before(due) {

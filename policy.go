@@ -169,9 +169,26 @@ type Policy struct {
 	// agents that run elsewhere and follow the session, keeps watching it
 	// under this policy: the wall clock and the ceilings count from the
 	// recorded instants (and decide at once if already due), while the
-	// evidence rules start again from the adoption. JSON:
+	// evidence rules continue from the owner's last evidence checkpoint
+	// (or start again at the adoption if there is none). JSON:
 	// continue_when_owner_lost.
 	ContinueWhenOwnerLost bool
+
+	// SupervisedOnly makes WallClock count supervised time only: time
+	// while a Watchdog owned the window. When an open window is resumed
+	// (or adopted) after its owner was lost, the gap since the owner's
+	// last sign of life (its last record of the window; for an adoption,
+	// its last heartbeat if later) is added to the budget, and the
+	// window's later events record the instant the budget counts from
+	// (budget_from). Choose it for agents that pause while no
+	// orchestrator runs, whose work waits for the supervisor; keep the
+	// default, false, wall-clock time, for agents that run on whether
+	// watched or not, whose cost is the time they run. A budget of
+	// supervised time is measured to within the owner's record rate: with
+	// no record for a while before the owner was lost, the gap, and so
+	// the budget, comes out longer. The session ceiling always counts
+	// wall-clock time. JSON: wall_clock_supervised_only.
+	SupervisedOnly bool
 }
 
 type policyJSON struct {
@@ -194,6 +211,7 @@ type policyJSON struct {
 	RecoveryBackoff json.Number            `json:"recovery_backoff_seconds,omitempty"`
 	LivenessRules   []string               `json:"liveness_rules,omitempty"`
 	Continue        bool                   `json:"continue_when_owner_lost,omitempty"`
+	SupervisedOnly  bool                   `json:"wall_clock_supervised_only,omitempty"`
 }
 
 // durationKnob is one of Policy's plain duration fields beside its JSON
@@ -225,7 +243,8 @@ func (j *policyJSON) durations(p *Policy) []durationKnob {
 // zero fields are omitted, and Off is written as -1.
 func (p Policy) MarshalJSON() ([]byte, error) {
 	j := policyJSON{SettleChecks: p.SettleChecks, Mode: p.Mode, RuleModes: p.RuleModes, Channels: p.Channels,
-		RecoveryBudget: p.RecoveryBudget, LivenessRules: p.LivenessRules, Continue: p.ContinueWhenOwnerLost}
+		RecoveryBudget: p.RecoveryBudget, LivenessRules: p.LivenessRules, Continue: p.ContinueWhenOwnerLost,
+		SupervisedOnly: p.SupervisedOnly}
 	for _, f := range j.durations(&p) {
 		if *f.d != 0 {
 			*f.s = formatSeconds(*f.d)
@@ -262,7 +281,8 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("%w: %v", ErrInvalidPolicy, err)
 	}
 	q := Policy{SettleChecks: j.SettleChecks, Mode: j.Mode, RuleModes: j.RuleModes, Channels: j.Channels,
-		RecoveryBudget: j.RecoveryBudget, LivenessRules: j.LivenessRules, ContinueWhenOwnerLost: j.Continue}
+		RecoveryBudget: j.RecoveryBudget, LivenessRules: j.LivenessRules, ContinueWhenOwnerLost: j.Continue,
+		SupervisedOnly: j.SupervisedOnly}
 	var err error
 	for _, f := range j.durations(&q) {
 		if *f.d, err = parseSeconds(f.key, *f.s); err != nil {
@@ -447,7 +467,7 @@ func (p *Policy) same(q *Policy) bool {
 		maps.Equal(p.PhaseBudgets, q.PhaseBudgets) && p.IterationBudget == q.IterationBudget &&
 		p.HandlerGrace == q.HandlerGrace && p.RecoveryBudget == q.RecoveryBudget &&
 		p.RecoveryBackoff == q.RecoveryBackoff && slices.Equal(p.LivenessRules, q.LivenessRules) &&
-		p.ContinueWhenOwnerLost == q.ContinueWhenOwnerLost
+		p.ContinueWhenOwnerLost == q.ContinueWhenOwnerLost && p.SupervisedOnly == q.SupervisedOnly
 }
 
 // clone returns p with its own copies of its maps and slices, so that a

@@ -209,6 +209,7 @@ func replaySnapshot(e Event) (decide.Snapshot, error) {
 		WindowStartedAt:  e.WindowStartedAt,
 		ObservedSince:    e.ObservedSince,
 		GraceUntil:       e.GraceUntil,
+		BudgetFrom:       e.BudgetFrom,
 		Channels:         chs,
 		ChildWait:        secondsDuration(e.ChildrenWaitSeconds),
 		BoundedWork:      e.HandlersInFlight,

@@ -178,7 +178,7 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 		if adopted != nil {
 			c.addEvidence(adopted.Evidence) // the owner's last checkpoint
 		}
-		w.carry(s, &c) // after usePolicy: it sets the channels
+		w.carry(s, &c, adopted) // after usePolicy: it sets the channels
 	}
 	if adopted == nil && (fresh || w.openings != nil) {
 		return w.open(ctx, s, KindResume, true, fresh)
@@ -196,17 +196,19 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 // earlier resumes), the latest idle floor, and the idle rule's settle count
 // if its last record of the window is a stale observation.
 type carried struct {
-	evidence []EvidenceEntry
-	floor    time.Time // the latest recorded observed_since
-	stale    int       // the idle rule's settle count at staleAt
-	staleAt  time.Time
+	evidence   []EvidenceEntry
+	floor      time.Time // the latest recorded observed_since
+	budgetFrom time.Time // the latest recorded budget_from
+	lastAt     time.Time // the latest record's instant: the owner's last sign of life
+	stale      int       // the idle rule's settle count at staleAt
+	staleAt    time.Time
 }
 
 func (c *carried) add(e *Event) {
 	c.addEvidence(e.EvidenceSummary)
-	if e.ObservedSince.After(c.floor) {
-		c.floor = e.ObservedSince
-	}
+	c.floor = later(c.floor, e.ObservedSince)
+	c.budgetFrom = later(c.budgetFrom, e.BudgetFrom)
+	c.lastAt = later(c.lastAt, e.OccurredAt)
 	if e.Rule == ruleIdle {
 		switch {
 		case e.Kind == KindVerdict && e.SettleCount > 0:
@@ -243,9 +245,23 @@ next:
 // that the resume itself restarts none of them. With no recorded evidence
 // the evidence rules start again now, and s's resume record says so
 // (observed_since). Called before s is shared.
-func (w *Watchdog) carry(s *Session, c *carried) {
+func (w *Watchdog) carry(s *Session, c *carried, adopted *Orphan) {
 	r := s.rw()
 	r.continued = true
+	if s.cfg.policy.SupervisedOnly {
+		// The time since the owner's last sign of life was not supervised.
+		seen := c.lastAt
+		if adopted != nil {
+			seen = later(seen, adopted.LastSeen)
+		}
+		from := later(s.windowStartedAt, w.onTimeline(c.budgetFrom))
+		if gap := w.now().Sub(w.onTimeline(seen)); !seen.IsZero() && gap > 0 {
+			from = from.Add(gap)
+		}
+		if from.After(s.windowStartedAt) {
+			s.budgetFrom = from
+		}
+	}
 	if len(c.evidence) == 0 && c.floor.IsZero() {
 		s.since = toNanos(w.now()) // nothing recorded: from the resume on
 		return
@@ -259,4 +275,12 @@ func (w *Watchdog) carry(s *Session, c *carried) {
 		r.rules.StaleChecks = min(c.stale, s.cfg.limits.SettleChecks-1)
 		r.rules.SettleDueAt = w.onTimeline(c.staleAt).Add(s.cfg.limits.SettleInterval)
 	}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -117,3 +117,49 @@ func TestAResumeWithNoRecordedEvidenceRestartsTheEvidenceRulesAndSaysSo(t *testi
 	require.NoError(t, err)
 	assert.Empty(t, mm)
 }
+
+// Under Policy.SupervisedOnly the wall-clock budget counts supervised time
+// only: a resume after the supervisor was gone adds the gap since its last
+// record to the budget, records the instant the budget counts from
+// (budget_from) on the window's later events, and replay re-derives the
+// fire. The default budget counts wall-clock time: the same restart leaves
+// the deadline where it was.
+func TestASupervisedOnlyBudgetDoesNotCountTheTimeNoSupervisorRan(t *testing.T) {
+	for _, supervised := range []bool{false, true} {
+		mock := newMock()
+		store := watchdog.NewMemoryStore()
+		p := watchdog.Policy{WallClock: time.Minute, SupervisedOnly: supervised}
+		w1 := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(store))
+		_, err := w1.Start(context.Background(), "s", t0, p) // the supervisor's last record: t0
+		require.NoError(t, err)
+		advance(t, mock, 20*time.Second, w1)
+		require.NoError(t, w1.Close(context.Background())) // the supervisor goes away
+		advance(t, mock, 30*time.Second)                   // t0+50s: nobody watches
+
+		w2 := newWatchdog(t, mock, store)
+		s, err := w2.Resume(context.Background(), "s", p)
+		require.NoError(t, err)
+		want := t0.Add(time.Minute)
+		if supervised {
+			want = want.Add(50 * time.Second) // unsupervised since the last record, t0
+		}
+		assert.Equal(t, want, s.Deadline(), "supervised=%v", supervised)
+		advance(t, mock, want.Sub(mock.Now()), w2)
+		require.NoError(t, s.Context().Err())
+		advance(t, mock, time.Nanosecond, w2)
+		require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
+
+		evs := load(t, store, "s")
+		require.Equal(t, []string{watchdog.KindStart, watchdog.KindResume, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
+		if supervised {
+			assert.Equal(t, t0.Add(50*time.Second), evs[1].BudgetFrom, "the resume records where the budget counts from")
+			assert.Equal(t, t0.Add(50*time.Second), evs[2].BudgetFrom)
+			assert.InDelta(t, 60.0, evs[2].MeasureSeconds, 1e-6, "the decision measures supervised time")
+		} else {
+			assert.True(t, evs[1].BudgetFrom.IsZero())
+		}
+		mm, err := watchdog.Replay(evs)
+		require.NoError(t, err)
+		assert.Empty(t, mm, "replay re-derives the fire (supervised=%v)", supervised)
+	}
+}

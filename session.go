@@ -38,6 +38,7 @@ type Session struct {
 
 	sessionStartedAt time.Time
 	windowStartedAt  time.Time
+	budgetFrom       time.Time // the wall-clock budget counts from here if later than windowStartedAt (Policy.SupervisedOnly); set before the session is shared
 
 	state  atomic.Uint32 // written under w.mu; an ended state says why (endCauseLocked)
 	window int32
@@ -210,10 +211,11 @@ func (s *Session) StartedAt() time.Time { return s.w.wallNow(s.sessionStartedAt)
 func (s *Session) WindowStartedAt() time.Time { return s.w.wallNow(s.windowStartedAt) }
 
 // Deadline returns the last instant the window may run: its start plus its
-// wall-clock budget (Policy.WallClock, defaults applied). The watchdog
-// fires at the first instant after it.
+// wall-clock budget (Policy.WallClock, defaults applied), plus the
+// unsupervised time a resume added under Policy.SupervisedOnly. The
+// watchdog fires at the first instant after it.
 func (s *Session) Deadline() time.Time {
-	return s.w.wallNow(s.windowStartedAt.Add(s.cfg.limits.WallClock))
+	return s.w.wallNow(later(s.windowStartedAt, s.budgetFrom).Add(s.cfg.limits.WallClock))
 }
 
 // Stop ends the session's window normally: it records a stop event (reason

@@ -387,6 +387,7 @@ func (s *Session) event(kind string, now time.Time) Event {
 		OccurredAt:              now,
 		ElapsedSeconds:          now.Sub(s.windowStartedAt).Seconds(),
 		ConfiguredBudgetSeconds: s.cfg.limits.WallClock.Seconds(),
+		BudgetFrom:              s.budgetFrom,
 	}
 }
 

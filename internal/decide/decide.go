@@ -118,6 +118,10 @@ type Snapshot struct {
 	// (the Start or Resume that attached the window, the end of a wait, a
 	// new RunPhase attempt). Zero means WindowStartedAt.
 	ObservedSince time.Time
+	// BudgetFrom is when the wall-clock budget counts from: later than
+	// WindowStartedAt by the unsupervised time of a window whose budget
+	// counts supervised time only. Zero means WindowStartedAt.
+	BudgetFrom time.Time
 	// GraceUntil is when the startup grace ends: the idle rule is not
 	// armed before it unless the baseline speaks. Zero once the baseline
 	// has spoken in this window, or without a grace.
@@ -230,11 +234,15 @@ func Decide(l Limits, s Snapshot, now time.Time) Verdict {
 		}
 	}
 	if !s.State.Advised.Has(RuleWallClock) {
-		age := now.Sub(s.WindowStartedAt)
+		from := s.WindowStartedAt
+		if s.BudgetFrom.After(from) {
+			from = s.BudgetFrom
+		}
+		age := now.Sub(from)
 		if age > l.WallClock {
 			return act(RuleWallClock, age, l.WallClock)
 		}
-		v.Next = earliest(v.Next, after(s.WindowStartedAt, l.WallClock))
+		v.Next = earliest(v.Next, after(from, l.WallClock))
 	}
 	if l.IdleWindow <= 0 || len(s.Channels) == 0 || s.Waiting {
 		return v
