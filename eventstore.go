@@ -66,6 +66,12 @@ const (
 	// KindRetry records that RunPhase retries a phase (attempt is the next
 	// attempt, limit_seconds the backoff).
 	KindRetry = "runtime.watchdog.retry"
+	// KindCheckpoint records a window's evidence (evidence_summary: each
+	// channel's latest instant and counter) as its owner saw it
+	// (WithCheckpoints) or as a remote worker reported it
+	// (RecordCheckpoint, no owner): a Resume or an adoption of the window
+	// continues the evidence rules from the latest one.
+	KindCheckpoint = "runtime.watchdog.checkpoint"
 	// KindRecoveryBudgetExceeded records that a phase's retries ran out.
 	KindRecoveryBudgetExceeded = "runtime.watchdog.recovery_budget_exceeded"
 )

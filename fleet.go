@@ -93,7 +93,7 @@ func (w *Watchdog) checkpoints() ([]Checkpoint, []*Session, []uint64) {
 		for i := range n {
 			sum += s.chanAt(Channel(i)).count.Load()
 		}
-		if sum == s.ckpt {
+		if sum == s.ckpt.Load() {
 			continue
 		}
 		ev := make([]EvidenceEntry, n)
@@ -101,7 +101,7 @@ func (w *Watchdog) checkpoints() ([]Checkpoint, []*Session, []uint64) {
 			c := s.chanAt(Channel(i))
 			ev[i] = EvidenceEntry{Channel: s.channelName(i), Counter: c.count.Load()}
 			if l := c.last.Load(); l != decide.Never {
-				t := w.wall(time.Unix(0, w.coarse.Dated(l))).UTC()
+				t := time.Unix(0, w.coarse.Dated(l)).UTC() // on the timeline
 				ev[i].LastAt = &t
 			}
 		}
@@ -130,7 +130,7 @@ func (w *Watchdog) seed(s *Session, ev []EvidenceEntry) {
 			sum += en.Counter
 		}
 	}
-	s.ckpt = sum
+	s.ckpt.Store(sum)
 }
 
 // DefaultLeaseTTL is a Watchdog's lease time to live with a Leaser store
@@ -250,6 +250,14 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 	ctx, cancel := context.WithTimeout(f.ctx, within)
 	defer cancel()
 	cps, ss, sums := w.checkpoints()
+	for _, c := range cps { // the store's instants are the wall's
+		for i, en := range c.Evidence {
+			if en.LastAt != nil {
+				t := w.wall(*en.LastAt)
+				c.Evidence[i].LastAt = &t
+			}
+		}
+	}
 	err := w.faults.call("Leaser.Heartbeat", func() error { return f.store.Heartbeat(ctx, w.owner, f.ttl, cps) })
 	if err != nil {
 		w.leaseFailures.Add(1)
@@ -259,7 +267,7 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 	}
 	w.leaseRenewals.Add(1)
 	for i, s := range ss {
-		s.ckpt = sums[i] // the heartbeat goroutine's alone
+		s.ckpt.Store(sums[i])
 	}
 	f.once.Do(func() { close(f.leased) })
 }

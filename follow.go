@@ -92,6 +92,7 @@ func Follow(parent context.Context, store EventStore, sessionID string, opts ...
 				if due, ok := windowDeadline([]Event{e}, e.Window); ok {
 					b.arm(e.Window, due) // the window's record came after Follow
 				}
+			case e.Kind == KindCheckpoint && e.Owner == "": // a remote worker's: no sign of a supervisor
 			default:
 				b.alive()
 			}

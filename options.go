@@ -55,6 +55,7 @@ type config struct {
 	idPrefix string
 	leaseTTL time.Duration
 	adopt    bool
+	ckptEach time.Duration
 }
 
 // evidenceResolution is the resolution of evidence timestamps. Recording

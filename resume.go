@@ -208,7 +208,9 @@ func (c *carried) add(e *Event) {
 	c.addEvidence(e.EvidenceSummary)
 	c.floor = later(c.floor, e.ObservedSince)
 	c.budgetFrom = later(c.budgetFrom, e.BudgetFrom)
-	c.lastAt = later(c.lastAt, e.OccurredAt)
+	if e.Kind != KindCheckpoint || e.Owner != "" { // a remote worker's is no sign of the owner
+		c.lastAt = later(c.lastAt, e.OccurredAt)
+	}
 	if e.Rule == ruleIdle {
 		switch {
 		case e.Kind == KindVerdict && e.SettleCount > 0:

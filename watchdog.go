@@ -205,6 +205,10 @@ func New(opts ...Option) *Watchdog {
 		w.tickObs = newTickHook(c.obs.OnSchedulerTick)
 		go w.tickObs.run(w.done, uf)
 	}
+	if c.ckptEach > 0 {
+		w.wg.Add(1)
+		go w.runCheckpoints(max(c.ckptEach, evidenceResolution))
+	}
 	if w.fleet != nil {
 		w.wg.Add(1)
 		go w.runHeartbeats()

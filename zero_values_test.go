@@ -89,6 +89,10 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 			_, _, err = watchdog.Follow(context.Background(), nil, "s")
 			invalid(t, err)
 		},
+		"RecordCheckpoint": func(t *testing.T) {
+			invalid(t, watchdog.RecordCheckpoint(nilCtx, nil, watchdog.Checkpoint{}))
+			invalid(t, watchdog.RecordCheckpoint(context.Background(), watchdog.NewMemoryStore(), watchdog.Checkpoint{}))
+		},
 		"FromContext": func(t *testing.T) { assert.Nil(t, watchdog.FromContext(nilCtx)) },
 		"MemoryStore.Append": func(t *testing.T) {
 			invalid(t, watchdog.NewMemoryStore().Append(nilCtx))
@@ -218,6 +222,10 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 		"WithLogger":   func(t *testing.T) { assert.NotNil(t, watchdog.WithLogger(nil)) },
 		"WithObserver": func(t *testing.T) { assert.NotNil(t, watchdog.WithObserver(watchdog.Observer{})) },
 		"WithAdoption": func(t *testing.T) { assert.NotNil(t, watchdog.WithAdoption()) },
+		"WithCheckpoints": func(t *testing.T) {
+			w := watchdog.New(watchdog.WithCheckpoints(0), watchdog.WithCheckpoints(-time.Second)) // off, the minimum
+			require.NoError(t, w.Close(context.Background()))
+		},
 		"WithLease": func(t *testing.T) {
 			w := watchdog.New(watchdog.WithLease(0), watchdog.WithLease(-time.Second)) // the default, the minimum
 			require.NoError(t, w.Close(context.Background()))

@@ -156,3 +156,24 @@ func TestHeartbeatCheckpointsReachTheAdopter(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, again, "adopted once")
 }
+
+// A remote worker's checkpoint (watchdog.RecordCheckpoint, no owner) is
+// accepted for a window another owner holds (it is no write of an owner,
+// so the fence lets it through), and the adopter's Load sees it.
+func TestARemoteWorkersCheckpointPassesTheFence(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, testPool(t), WithTable(uniqueTable(t)))
+	open := ev("open", "agent", watchdog.KindStart, 1)
+	open.OpensWindow, open.Owner = true, "a"
+	require.NoError(t, s.Append(ctx, open))
+	require.NoError(t, s.Heartbeat(ctx, "a", time.Minute, nil))
+	last := time.Now().UTC()
+	require.NoError(t, watchdog.RecordCheckpoint(ctx, s, watchdog.Checkpoint{
+		SessionID: "agent", Evidence: []watchdog.EvidenceEntry{{Channel: "stdout", LastAt: &last, Counter: 3}}}))
+	evs, err := s.Load(ctx, "agent")
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	assert.Equal(t, watchdog.KindCheckpoint, evs[1].Kind)
+	assert.Empty(t, evs[1].Owner)
+	assert.True(t, evs[1].EvidenceSummary[0].LastAt.Equal(last))
+}

@@ -1,0 +1,120 @@
+package watchdog
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// WithCheckpoints makes the Watchdog record, every d on its Clock, the
+// evidence of each window it watches whose evidence changed since its last
+// checkpoint, as a KindCheckpoint event (at most 4,096 per pass): a Resume
+// of the window after a restart, or an adopter, continues the evidence
+// rules from the latest one instead of starting them again, and a budget of
+// supervised time (Policy.SupervisedOnly) counts the owner alive until
+// then. It costs one event per changed window per d through the store.
+// Values below 50 ms mean 50 ms. Default: off (with a Leaser store the
+// heartbeat keeps checkpoints in the store without it).
+func WithCheckpoints(d time.Duration) Option {
+	return func(c *config) { c.ckptEach = d }
+}
+
+// runCheckpoints is the WithCheckpoints goroutine.
+func (w *Watchdog) runCheckpoints(every time.Duration) {
+	defer w.wg.Done()
+	for w.sleep(every) {
+		cps, ss, sums := w.checkpoints()
+		now := w.now()
+		for i, s := range ss {
+			e := s.event(KindCheckpoint, now)
+			e.EvidenceSummary = cps[i].Evidence // on the timeline: record shifts them
+			w.record(nil, e)
+			s.ckpt.Store(sums[i])
+		}
+	}
+}
+
+// RecordCheckpoint records c, a remote worker's evidence of session
+// c.SessionID (each channel's latest instant and counter, named as in the
+// session's policy), as a KindCheckpoint event in store, with no owner. A
+// Watchdog that resumes or adopts the window then continues the evidence
+// rules from it; the Watchdog watching the window now does not see it
+// (evidence reaches a live Session through Touch). c.Window 0 means the
+// session's latest window. RecordCheckpoint reads the session's events
+// (store.Load) and appends one event: call it at a bounded rate, every few
+// seconds while the worker's evidence changes.
+//
+// It returns an error wrapping ErrInvalidArgument for bad input,
+// ErrUnknownSession if the store has no event of the window, the window's
+// end cause (as Follow's context would: a *VerdictError or
+// ErrSessionStopped) if it has ended, or the store's error.
+func RecordCheckpoint(ctx context.Context, store EventStore, c Checkpoint) error {
+	if ctx == nil || store == nil {
+		return fmt.Errorf("%w: nil context or store", ErrInvalidArgument)
+	}
+	if err := checkName("session id", c.SessionID); err != nil {
+		return fmt.Errorf("%w: checkpoint: %w", ErrInvalidArgument, err)
+	}
+	if c.Window < 0 || len(c.Evidence) == 0 || len(c.Evidence) > maxChannels {
+		return fmt.Errorf("%w: checkpoint of %q: window %d with %d evidence entries (want a window >= 0 and 1 to %d entries)",
+			ErrInvalidArgument, c.SessionID, c.Window, len(c.Evidence), maxChannels)
+	}
+	ev := make([]EvidenceEntry, len(c.Evidence))
+	for i, en := range c.Evidence {
+		if err := checkName("channel", en.Channel); err != nil {
+			return fmt.Errorf("%w: checkpoint of %q: %w", ErrInvalidArgument, c.SessionID, err)
+		}
+		ev[i] = EvidenceEntry{Channel: en.Channel, Counter: en.Counter}
+		if en.LastAt != nil {
+			t := en.LastAt.UTC()
+			ev[i].LastAt = &t
+		}
+	}
+	evs, err := store.Load(ctx, c.SessionID)
+	if err != nil {
+		return fmt.Errorf("watchdog: checkpoint of %q: load: %w", c.SessionID, err)
+	}
+	window := c.Window
+	if window == 0 {
+		for _, e := range evs {
+			window = max(window, e.Window)
+		}
+	}
+	var opening *Event
+	for i := range evs {
+		e := &evs[i]
+		if e.Window != window {
+			continue
+		}
+		if e.Terminal() {
+			return causeOf(*e)
+		}
+		if opening == nil && !e.SessionStartedAt.IsZero() && !e.WindowStartedAt.IsZero() {
+			opening = e
+		}
+	}
+	if opening == nil {
+		return fmt.Errorf("%w: %q window %d", ErrUnknownSession, c.SessionID, window)
+	}
+	var id [12]byte
+	_, _ = rand.Read(id[:])
+	now := time.Now().UTC()
+	e := Event{
+		ID:                      "cp-" + hex.EncodeToString(id[:]),
+		AggregateID:             c.SessionID,
+		Kind:                    KindCheckpoint,
+		Window:                  window,
+		SessionStartedAt:        opening.SessionStartedAt,
+		WindowStartedAt:         opening.WindowStartedAt,
+		OccurredAt:              now,
+		ElapsedSeconds:          now.Sub(opening.WindowStartedAt).Seconds(),
+		ConfiguredBudgetSeconds: opening.ConfiguredBudgetSeconds,
+		EvidenceSummary:         ev,
+	}
+	if err := store.Append(ctx, e); err != nil {
+		return fmt.Errorf("watchdog: checkpoint of %q window %d: %w", c.SessionID, window, err)
+	}
+	return nil
+}
