@@ -108,6 +108,41 @@ func ExampleWatchdog_Resume() {
 	// window 2 deadline 09:00:21
 }
 
+// RecordCheckpoint lets a worker that runs apart from its supervisor record
+// its evidence, so that the supervisor that resumes the window after a
+// restart continues the idle rule from the worker's last output instead of
+// starting it again.
+func ExampleRecordCheckpoint() {
+	ctx := context.Background()
+	mock := newExampleClock()
+	store := watchdog.NewMemoryStore()
+	policy := watchdog.Policy{WallClock: time.Hour, IdleWindow: 30 * time.Second, SettleChecks: 1}
+
+	first := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(store))
+	_, _ = first.Start(ctx, "agent", mock.Now(), policy)
+	_ = first.Close(ctx) // the supervisor restarts
+
+	// The worker, elsewhere: its last output was at 09:00:20.
+	lastOutput := mock.Now().Add(20 * time.Second)
+	err := watchdog.RecordCheckpoint(ctx, store, watchdog.Checkpoint{
+		SessionID: "agent",
+		Evidence:  []watchdog.EvidenceEntry{{Channel: "stdout", LastAt: &lastOutput, Counter: 12}},
+	})
+	fmt.Println("checkpoint:", err)
+
+	second := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(store))
+	defer second.Close(ctx)
+	s, _ := second.Resume(ctx, "agent", policy)
+	_ = watchdogtest.Advance(ctx, mock, time.Minute, second)
+	var v *watchdog.VerdictError
+	if errors.As(context.Cause(s.Context()), &v) {
+		fmt.Println(v.Rule, "at", v.FiredAt.Format(time.TimeOnly), "(30 s after the worker's last output)")
+	}
+	// Output:
+	// checkpoint: <nil>
+	// idle at 09:00:50 (30 s after the worker's last output)
+}
+
 // Follow lets a component that did not start the watch exit cleanly when the
 // watchdog cancels the session (cooperative cancellation through the store).
 func ExampleFollow() {

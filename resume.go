@@ -18,9 +18,17 @@ import (
 // recorded for it: limits, channels, phase budgets, liveness rules and
 // modes (p is then validated but applies from the next window: a
 // supervisor configured differently never changes a running window; a
-// differing p is logged at warn level); if it ended (a cancel or a stop) Resume opens the
-// next window under p, starting now. It records a resume event
-// and arms the scheduler before it returns. Resume does not judge whether a
+// differing p is logged at warn level). Its timers go on from the window's
+// records, never restarted by the resume: the startup grace from the
+// window's start, the idle rule from the latest evidence recorded for the
+// window (on verdicts, decisions and checkpoints, see WithCheckpoints and
+// RecordCheckpoint) with its settle count; with no evidence recorded, the
+// evidence rules start again at the resume, and the resume event says so
+// (observed_since). Settle counts of liveness rules start again. Under
+// Policy.SupervisedOnly the time since the owner's last record is added to
+// the budget. If the last window ended (a cancel or a stop) Resume opens the
+// next window under p, starting now. It records a resume event (with the
+// evidence it continued from) and arms the scheduler before it returns. Resume does not judge whether a
 // session should go on (see Result.Resumable): a session that outran its
 // ceiling is cancelled again at once, since the ceiling counts from the
 // session's start.
