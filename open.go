@@ -62,7 +62,7 @@ func (s *Session) resumeMarks(e *Event) {
 		if since := s.observedSince(); !since.Equal(s.windowStartedAt) { // zero: the window's start
 			e.ObservedSince = since
 		}
-		if e.ObservedSince.Before(e.OccurredAt) { // evidence carried over
+		if r.carried {
 			e.EvidenceSummary = s.summary(s.snapshot(), e.OccurredAt)
 		}
 	}

@@ -277,6 +277,7 @@ func (w *Watchdog) carry(s *Session, c *carried, adopted *Orphan) {
 		return
 	}
 	w.seed(s, c.evidence)
+	r.carried = len(c.evidence) > 0
 	s.since = toNanos(s.windowStartedAt)
 	if f := w.onTimeline(c.floor); f.After(s.windowStartedAt) {
 		s.since = toNanos(f)

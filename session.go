@@ -68,6 +68,7 @@ type sessionRare struct {
 	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
 
 	continued  bool                            // a resume continues the open window (see carry)
+	carried    bool                            // and carries evidence over from the window's records
 	amendedBy  string                          // on the resume of an amended window: who amended it (see Amend)
 	amendWhy   string                          // and why
 	graceUntil time.Time                       // end of the startup grace (zero: none)

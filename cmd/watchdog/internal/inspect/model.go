@@ -244,6 +244,13 @@ func describe(e watchdog.Event) Entry {
 	case watchdog.KindRetry:
 		en.Label = "retry"
 		add("phase %s: attempt %d after backoff %s (%s)", orDash(quoted(e.Handler)), e.Attempt, secs(e.LimitSeconds), orDash(e.Reason))
+	case watchdog.KindCheckpoint:
+		en.Label = "checkpoint"
+		by := "a remote worker"
+		if e.Owner != "" {
+			by = "owner " + e.Owner
+		}
+		add("evidence of window %d as %s saw it", e.Window, by)
 	case watchdog.KindRecoveryBudgetExceeded:
 		en.Label = "recovery budget exceeded"
 		add("phase %s: retries ran out at attempt %d (%s)", orDash(quoted(e.Handler)), e.Attempt, orDash(e.Reason))
@@ -280,13 +287,18 @@ func addFleet(parts *[]string, e watchdog.Event) {
 		if !e.OwnerLastSeen.IsZero() {
 			s += " (last seen " + stamp(e.OwnerLastSeen) + ")"
 		}
+		*parts = append(*parts, s)
+	}
+	if e.Kind == watchdog.KindResume && !e.OpensWindow {
 		switch {
 		case len(e.EvidenceSummary) > 0:
-			s += ", evidence continued from its last checkpoint"
+			*parts = append(*parts, "evidence continued from the window's records")
 		case !e.ObservedSince.IsZero():
-			s += ", evidence counted again from the adoption"
+			*parts = append(*parts, "nothing recorded: evidence counted again from here")
 		}
-		*parts = append(*parts, s)
+	}
+	if !e.BudgetFrom.IsZero() {
+		*parts = append(*parts, "budget counts supervised time, from "+stamp(e.BudgetFrom))
 	}
 	if e.AmendedBy != "" {
 		*parts = append(*parts, fmt.Sprintf("policy amended by %s: %s", e.AmendedBy, orDash(e.Reason)))

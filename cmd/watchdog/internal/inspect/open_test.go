@@ -58,14 +58,17 @@ func TestOpenWindowsListsTheWindowsNobodyEndedWithTheirDeadlineAndLease(t *testi
 
 // The timeline says who opened each window, who adopted it from which lost
 // owner (last seen when, evidence continued or counted again) and who
-// amended a policy and why.
+// amended a policy and why; a remote worker's checkpoint, and where a
+// budget of supervised time counts from.
 func TestTheTimelineNamesOwnersAdoptionsAndAmends(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
 	p := &watchdog.Policy{WallClock: time.Hour}
 	last := t0.Add(2 * time.Second)
 	events := []watchdog.Event{
 		{ID: "1", AggregateID: "a", Kind: watchdog.KindStart, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0, Owner: "o1", Policy: p},
-		{ID: "2", AggregateID: "a", Kind: watchdog.KindResume, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0.Add(8 * time.Second),
+		{ID: "1c", AggregateID: "a", Kind: watchdog.KindCheckpoint, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: last,
+			EvidenceSummary: []watchdog.EvidenceEntry{{Channel: "stdout", LastAt: &last, Counter: 3}}},
+		{ID: "2", AggregateID: "a", Kind: watchdog.KindResume, BudgetFrom: t0.Add(6 * time.Second), Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0.Add(8 * time.Second),
 			Owner: "o2", AdoptedFrom: "o1", OwnerLastSeen: last, Reason: watchdog.StopOwnerLost, Policy: p,
 			EvidenceSummary: []watchdog.EvidenceEntry{{Channel: "stdout", LastAt: &last, Counter: 3}}},
 		{ID: "3", AggregateID: "a", Kind: watchdog.KindStop, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0.Add(9 * time.Second), Reason: watchdog.StopAmended},
@@ -76,8 +79,9 @@ func TestTheTimelineNamesOwnersAdoptionsAndAmends(t *testing.T) {
 	if err := WriteText(&b, Build(events, Filter{})); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"owner o1", "owner o2; adopted from o1 (last seen 2026-11-25T09:00:02.000Z), evidence continued from its last checkpoint",
-		"policy amended by alice: less time"} {
+	for _, want := range []string{"owner o1", "owner o2; adopted from o1 (last seen 2026-11-25T09:00:02.000Z); evidence continued from the window's records",
+		"policy amended by alice: less time", "checkpoint  evidence of window 1 as a remote worker saw it",
+		"budget counts supervised time, from 2026-11-25T09:00:06.000Z"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("timeline lacks %q:\n%s", want, b.String())
 		}
