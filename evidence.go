@@ -259,7 +259,7 @@ func (s *Session) snapshotInto(chs []decide.Channel) decide.Snapshot {
 		Waiting:            r.waiter != nil || r.backingOff,
 		SessionStartedAt:   s.sessionStartedAt,
 		WindowStartedAt:    s.windowStartedAt,
-		BudgetFrom:         s.budgetFrom,
+		BudgetFrom:         s.budgetStart(),
 		ObservedSince:      s.observedSince(),
 		GraceUntil:         grace,
 		Channels:           chs,

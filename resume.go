@@ -269,7 +269,7 @@ func (w *Watchdog) carry(s *Session, c *carried, adopted *Orphan) {
 			from = from.Add(gap)
 		}
 		if from.After(s.windowStartedAt) {
-			s.budgetFrom = from
+			r.budgetFrom = from
 		}
 	}
 	if len(c.evidence) == 0 && c.floor.IsZero() {

@@ -38,7 +38,6 @@ type Session struct {
 
 	sessionStartedAt time.Time
 	windowStartedAt  time.Time
-	budgetFrom       time.Time // the wall-clock budget counts from here if later than windowStartedAt (Policy.SupervisedOnly); set before the session is shared
 
 	state  atomic.Uint32 // written under w.mu; an ended state says why (endCauseLocked)
 	window int32
@@ -67,6 +66,7 @@ type sessionRare struct {
 	waiter  *waiter       // armed waiting watchdog; guarded by w.mu
 	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
 
+	budgetFrom time.Time                       // Policy.SupervisedOnly: the budget counts from here if later than the window's start; set before the session is shared
 	continued  bool                            // a resume continues the open window (see carry)
 	carried    bool                            // and carries evidence over from the window's records
 	amendedBy  string                          // on the resume of an amended window: who amended it (see Amend)
@@ -165,7 +165,7 @@ func (w *Watchdog) newSession(ctx context.Context, id string, p Policy) *Session
 func (s *Session) usePolicy(p Policy) {
 	s.cfg = s.w.config(p)
 	s.rare = nil
-	if len(p.Channels) > 0 {
+	if len(p.Channels) > 0 || p.SupervisedOnly { // allocated before the session is shared: see budgetStart
 		s.rare = &sessionRare{evx: make([]chanState, len(p.Channels))}
 	}
 	for i := range s.numChannels() {
@@ -211,12 +211,23 @@ func (s *Session) StartedAt() time.Time { return s.w.wallNow(s.sessionStartedAt)
 // WindowStartedAt returns when the current window began.
 func (s *Session) WindowStartedAt() time.Time { return s.w.wallNow(s.windowStartedAt) }
 
+// budgetStart is when the window's wall-clock budget counts from: its
+// start, or later under Policy.SupervisedOnly (see carry). Lock-free: a
+// SupervisedOnly session's rare is allocated before it is shared (see
+// usePolicy), and budgetFrom is not written after.
+func (s *Session) budgetStart() time.Time {
+	if s.cfg.policy.SupervisedOnly && s.rare.budgetFrom.After(s.windowStartedAt) {
+		return s.rare.budgetFrom
+	}
+	return s.windowStartedAt
+}
+
 // Deadline returns the last instant the window may run: its start plus its
 // wall-clock budget (Policy.WallClock, defaults applied), plus the
 // unsupervised time a resume added under Policy.SupervisedOnly. The
 // watchdog fires at the first instant after it.
 func (s *Session) Deadline() time.Time {
-	return s.w.wallNow(later(s.windowStartedAt, s.budgetFrom).Add(s.cfg.limits.WallClock))
+	return s.w.wallNow(s.budgetStart().Add(s.cfg.limits.WallClock))
 }
 
 // Stop ends the session's window normally: it records a stop event (reason

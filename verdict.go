@@ -378,7 +378,7 @@ func (s *Session) verdict(v decide.Verdict, now time.Time, decisionID string) *V
 // call it.
 func (s *Session) event(kind string, now time.Time) Event {
 	now = now.UTC()
-	return Event{
+	e := Event{
 		AggregateID:             s.id,
 		Kind:                    kind,
 		Window:                  int(s.window),
@@ -387,8 +387,11 @@ func (s *Session) event(kind string, now time.Time) Event {
 		OccurredAt:              now,
 		ElapsedSeconds:          now.Sub(s.windowStartedAt).Seconds(),
 		ConfiguredBudgetSeconds: s.cfg.limits.WallClock.Seconds(),
-		BudgetFrom:              s.budgetFrom,
 	}
+	if b := s.budgetStart(); b.After(s.windowStartedAt) {
+		e.BudgetFrom = b
+	}
+	return e
 }
 
 // newID returns a new event id, for an event that must be linked before it
