@@ -35,12 +35,15 @@ type layer struct {
 	s        *Session
 	kind     Layer
 	name     string
-	budget   time.Duration
+	budget   time.Duration // the cap
+	idle     time.Duration // the idle budget that progress refreshes (CallIdle); 0: none
 	grace    time.Duration
 	started  time.Time
 	deadline time.Time
 	cancel   context.CancelCauseFunc
 	step     atomic.Pointer[string]
+	prog     atomic.Uint64 // the last progress value (Progress)
+	progAt   atomic.Int64  // when progress last advanced: 1 + ns after started (coarse with a Watchdog); 0: never
 	item     sched.Item[timed]
 	parent   *layer        // the enclosing layer, if any
 	abandon  chan struct{} // closed when the caller gives up on fn
@@ -94,6 +97,96 @@ func Call(ctx context.Context, name string, budget time.Duration, fn func(ctx co
 	return Within(ctx, LayerHandler, name, budget, fn)
 }
 
+// CallIdle runs fn as the handler name, as Call does, under two limits:
+// limit, the cap from the call's start that nothing extends, and idle, the
+// longest fn may go without progress. Progress is a Progress call on fn's
+// context (or a context derived from it) whose value exceeds every value
+// reported before: each pushes the idle deadline to idle after it, and the
+// same value again (a keep-alive) does not. The call's start counts as
+// progress. Whichever limit comes first ends fn's context with a
+// *VerdictError: Rule "handler_idle" (reason handler_idle_exceeded,
+// Elapsed the time without progress, Budget idle) or "handler_deadline"
+// (the cap), both matching ErrDeadlineExceeded; the recorded
+// runtime.handler.deadline_exceeded event carries the rule, the last
+// progress value and when it advanced (progress, progress_at). With a
+// session, progress instants have the evidence resolution (50 ms): the idle
+// limit may end a call up to 50 ms early. An idle budget at or above the
+// limit never fires before the cap. idle and limit must be positive, or
+// CallIdle returns an error wrapping ErrInvalidArgument; otherwise see
+// Within.
+func CallIdle(ctx context.Context, name string, idle, limit time.Duration, fn func(ctx context.Context) error) error {
+	if idle <= 0 {
+		return fmt.Errorf("%w: handler %q: idle budget %v must be positive", ErrInvalidArgument, name, idle)
+	}
+	return within(ctx, LayerHandler, name, limit, idle, fn)
+}
+
+// Progress reports that the call ctx belongs to (its innermost deadline
+// layer: CallIdle, Call or Within) has made progress, as value (a step
+// count, bytes or chunks received). It counts only when value exceeds every
+// value reported for that call before (the first counts if above zero), so
+// a keep-alive that repeats a value keeps nothing alive. A counted report
+// refreshes the call's idle deadline (never its cap), is kept for the call's
+// deadline record, and counts as tool-call evidence (ChannelMCPTool) on the
+// call's session. It reports whether it counted: false without a deadline
+// layer in ctx. Lock-free and free of allocations; safe for concurrent use.
+func Progress(ctx context.Context, value uint64) bool {
+	if ctx == nil {
+		return false
+	}
+	l := layerFrom(ctx)
+	if l == nil {
+		return false
+	}
+	for {
+		p := l.prog.Load()
+		if value <= p {
+			return false
+		}
+		if l.prog.CompareAndSwap(p, value) {
+			break
+		}
+	}
+	var off int64
+	if l.w != nil {
+		off = l.w.coarseNow() - toNanos(l.started)
+	} else {
+		off = int64(time.Since(l.started))
+	}
+	l.progAt.Store(max(off, 0) + 1)
+	if l.s != nil {
+		l.s.Touch(ChannelMCPTool)
+	}
+	return true
+}
+
+// idleRef is when the layer last made progress: its start if never since.
+func (l *layer) idleRef() time.Time {
+	if at := l.progAt.Load(); at > 0 {
+		return l.started.Add(time.Duration(at - 1))
+	}
+	return l.started
+}
+
+// hit reports the limit the layer has hit at now ("" for none, "cap" or
+// "idle"; the cap first), and else the next instant to look again.
+func (l *layer) hit(now time.Time) (string, time.Time) {
+	if decide.Expired(l.started, l.budget, now) {
+		return "cap", time.Time{}
+	}
+	next := l.deadline
+	if l.idle > 0 {
+		ref := l.idleRef()
+		if decide.Expired(ref, l.idle, now) {
+			return "idle", time.Time{}
+		}
+		if d := ref.Add(l.idle); d.Before(next) {
+			next = d
+		}
+	}
+	return "", next
+}
+
 // Within runs fn under a deadline layer of kind layer, named name, with its
 // own budget carried in fn's context. The context is done at start + budget
 // with a *VerdictError cause naming the layer (errors.Is matches
@@ -118,6 +211,11 @@ func Call(ctx context.Context, name string, budget time.Duration, fn func(ctx co
 // IterationBudget for an iteration). A budget that is still <= 0, or a nil
 // fn, is an error wrapping ErrInvalidArgument.
 func Within(ctx context.Context, kind Layer, name string, budget time.Duration, fn func(ctx context.Context) error) error {
+	return within(ctx, kind, name, budget, 0, fn)
+}
+
+// within is Within with an idle budget (CallIdle; 0: none).
+func within(ctx context.Context, kind Layer, name string, budget, idle time.Duration, fn func(ctx context.Context) error) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
@@ -143,7 +241,7 @@ func Within(ctx context.Context, kind Layer, name string, budget time.Duration, 
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
-	l := &layer{kind: kind, name: name, budget: budget, grace: defaultHandlerGrace, abandon: make(chan struct{})}
+	l := &layer{kind: kind, name: name, budget: budget, idle: idle, grace: defaultHandlerGrace, abandon: make(chan struct{})}
 	l.item.Value = l
 	s := FromContext(ctx)
 	var obs Observer
@@ -236,12 +334,14 @@ func (l *layer) arm() {
 	if w == nil {
 		l.started = time.Now()
 		l.deadline = l.started.Add(l.budget)
-		l.timers[0] = time.AfterFunc(l.budget, func() { l.fireReal() })
+		_, next := l.hit(l.started)
+		l.timers[0] = time.AfterFunc(next.Sub(l.started), l.fireReal)
 		return
 	}
 	l.started = w.now()
 	l.deadline = l.started.Add(l.budget)
-	due := toNanos(l.deadline)
+	_, next := l.hit(l.started)
+	due := toNanos(next)
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -261,8 +361,9 @@ func (l *layer) arm() {
 	w.wakeBy(due)
 }
 
-// verdict builds the layer's overrun verdict at now.
-func (l *layer) verdict(now time.Time) *VerdictError {
+// verdict builds the layer's overrun verdict at now, for the limit hit
+// ("cap" or "idle").
+func (l *layer) verdict(now time.Time, hit string) *VerdictError {
 	v := &VerdictError{
 		Rule:    string(l.kind) + "_deadline",
 		reason:  string(l.kind) + "_deadline_exceeded",
@@ -274,6 +375,10 @@ func (l *layer) verdict(now time.Time) *VerdictError {
 		// A handler or iteration overrun may be retried by a recovery
 		// layer; a phase overrun ends the phase.
 		Recoverable: l.kind != LayerPhase,
+	}
+	if hit == "idle" {
+		v.Rule, v.reason = string(l.kind)+"_idle", string(l.kind)+"_idle_exceeded"
+		v.Elapsed, v.Budget = now.Sub(l.idleRef()), l.idle
 	}
 	if l.w != nil {
 		v.FiredAt = l.w.wall(v.FiredAt)
@@ -292,17 +397,21 @@ func (l *layer) verdict(now time.Time) *VerdictError {
 func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 	switch l.state {
 	case layerRunning:
-		if !decide.Expired(l.started, l.budget, now) {
-			w.heap.Push(&l.item, toNanos(l.deadline))
+		hit, next := l.hit(now)
+		if hit == "" {
+			w.heap.Push(&l.item, toNanos(next))
 			return
 		}
-		v := l.verdict(now)
+		v := l.verdict(now, hit)
 		l.state, l.cause = layerFired, v
 		e := l.s.event(KindHandlerDeadline, now)
 		e.ID = w.newID()
 		e.Reason, e.Rule = v.reason, v.Rule
 		e.Handler, e.Layer, e.DyingSpan = l.name, string(l.kind), v.DyingSpan
 		e.MeasureSeconds, e.LimitSeconds = v.Elapsed.Seconds(), v.Budget.Seconds()
+		if e.ProgressValue = l.prog.Load(); l.progAt.Load() > 0 {
+			e.ProgressAt = l.idleRef().UTC()
+		}
 		rec := v.Recoverable
 		e.Recoverable = &rec
 		overrun := e // as recorded (see record)
@@ -424,7 +533,14 @@ func (l *layer) fireReal() {
 		l.mu.Unlock()
 		return
 	}
-	v := l.verdict(time.Now())
+	now := time.Now()
+	hit, next := l.hit(now)
+	if hit == "" {
+		l.timers[0] = time.AfterFunc(next.Sub(now), l.fireReal)
+		l.mu.Unlock()
+		return
+	}
+	v := l.verdict(now, hit)
 	l.state, l.cause = layerFired, v
 	l.timers[1] = time.AfterFunc(l.grace, l.graceReal)
 	l.mu.Unlock()

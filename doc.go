@@ -46,7 +46,9 @@
 // give it, with the reason "liveness_failed" and ErrLivenessFailed; a
 // deadline layer's overrun has the rule "<layer>_deadline" (for example
 // "handler_deadline"), the reason "<layer>_deadline_exceeded", which is also
-// its stop reason code, and ErrDeadlineExceeded.
+// its stop reason code, and ErrDeadlineExceeded; a call that went without
+// progress past its idle budget (CallIdle) has the rule "handler_idle" and
+// the reason "handler_idle_exceeded", with ErrDeadlineExceeded too.
 //
 // # Decision, action, outcome
 //

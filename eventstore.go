@@ -160,6 +160,11 @@ type Event struct {
 	Handler   string `json:"handler,omitempty"`
 	Layer     string `json:"layer,omitempty"`
 	DyingSpan string `json:"dying_span,omitempty"`
+	// ProgressValue and ProgressAt are set on a deadline event of a call
+	// that reported progress (Progress): the last value, and when it last
+	// advanced.
+	ProgressValue uint64    `json:"progress,omitempty"`
+	ProgressAt    time.Time `json:"progress_at,omitzero"`
 	// Attempt is set on RunPhase's events (with Handler, the phase's
 	// name, and Layer "phase").
 	Attempt int `json:"attempt,omitempty"`

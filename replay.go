@@ -172,6 +172,11 @@ func Replay(events []Event) ([]Mismatch, error) {
 			if !decide.Expired(time.Time{}, secondsDuration(e.LimitSeconds), time.Time{}.Add(secondsDuration(e.MeasureSeconds))) {
 				bad(e, fmt.Sprintf("fired after %.9fs", e.MeasureSeconds), fmt.Sprintf("not due before %.9fs", e.LimitSeconds))
 			}
+			if e.Rule == "handler_idle" && !e.ProgressAt.IsZero() &&
+				!decide.Expired(e.ProgressAt, secondsDuration(e.LimitSeconds), e.OccurredAt) {
+				bad(e, fmt.Sprintf("fired %v after the last progress", e.OccurredAt.Sub(e.ProgressAt)),
+					fmt.Sprintf("not due before %.9fs without progress", e.LimitSeconds))
+			}
 		}
 	}
 	// An act decision must be followed by its outcome or by the end of its

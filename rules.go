@@ -58,7 +58,7 @@ func ruleSentinel(rule, reason string) error {
 		return ErrChildrenWaitExceeded
 	case ruleIdle:
 		return ErrIdleExceeded
-	case "handler_deadline", "iteration_deadline", "phase_deadline":
+	case "handler_deadline", "iteration_deadline", "phase_deadline", "handler_idle":
 		return ErrDeadlineExceeded
 	}
 	if reason == reasonLivenessFailed {

@@ -226,7 +226,15 @@ func describe(e watchdog.Event) Entry {
 		add("action for decision %s failed: %s", orDash(e.DecidedByDecisionID), orDash(e.Error))
 	case watchdog.KindHandlerDeadline:
 		en.Label = "deadline " + orDash(e.Layer)
-		add("%s %q overran: elapsed %s of budget %s", orDash(e.Layer), e.Handler, secs(e.MeasureSeconds), secs(e.LimitSeconds))
+		if strings.HasSuffix(e.Rule, "_idle") {
+			en.Label = "idle " + orDash(e.Layer)
+			add("%s %q made no progress for %s of idle budget %s", orDash(e.Layer), e.Handler, secs(e.MeasureSeconds), secs(e.LimitSeconds))
+		} else {
+			add("%s %q overran: elapsed %s of budget %s", orDash(e.Layer), e.Handler, secs(e.MeasureSeconds), secs(e.LimitSeconds))
+		}
+		if !e.ProgressAt.IsZero() {
+			add("last progress %d at %s (%s before)", e.ProgressValue, stamp(e.ProgressAt), secs(e.OccurredAt.Sub(e.ProgressAt).Seconds()))
+		}
 		add("dying span %s", orDash(quoted(e.DyingSpan)))
 		if e.Reason != "" {
 			add("reason %s", e.Reason)

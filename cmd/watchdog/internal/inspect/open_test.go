@@ -87,3 +87,24 @@ func TestTheTimelineNamesOwnersAdoptionsAndAmends(t *testing.T) {
 		}
 	}
 }
+
+// The timeline says which limit of a call was hit, idle or cap, and the
+// last progress with its age.
+func TestTheTimelineNamesACallsIdleLimitAndItsLastProgress(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	events := []watchdog.Event{
+		{ID: "1", AggregateID: "a", Kind: watchdog.KindStart, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0},
+		{ID: "2", AggregateID: "a", Kind: watchdog.KindHandlerDeadline, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0,
+			OccurredAt: t0.Add(900 * time.Millisecond), Rule: "handler_idle", Reason: "handler_idle_exceeded", Handler: "build", Layer: "handler",
+			MeasureSeconds: 0.5, LimitSeconds: 0.5, ProgressValue: 3, ProgressAt: t0.Add(400 * time.Millisecond)},
+	}
+	var b bytes.Buffer
+	if err := WriteText(&b, Build(events, Filter{})); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"idle handler", `handler "build" made no progress for 500ms of idle budget 500ms`, "last progress 3 at 2026-11-25T09:00:00.400Z (500ms before)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("timeline lacks %q:\n%s", want, b.String())
+		}
+	}
+}

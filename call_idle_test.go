@@ -1,0 +1,211 @@
+package watchdog_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// progressingCall runs CallIdle in a goroutine with a function that reports
+// each value sent on the returned channel as progress (the reply says
+// whether it counted) until its context ends.
+func progressingCall(ctx context.Context, idle, limit time.Duration) (report func(uint64) bool, res <-chan error) {
+	values, counted := make(chan uint64), make(chan bool)
+	out := make(chan error, 1)
+	entered := make(chan struct{})
+	go func() {
+		out <- watchdog.CallIdle(ctx, "build", idle, limit, func(ctx context.Context) error {
+			defer watchdog.Step(ctx, "compile")()
+			close(entered)
+			for {
+				select {
+				case v := <-values:
+					counted <- watchdog.Progress(ctx, v)
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		})
+	}()
+	<-entered
+	return func(v uint64) bool { values <- v; return <-counted }, out
+}
+
+func notYet(t *testing.T, res <-chan error, at string) {
+	t.Helper()
+	select {
+	case err := <-res:
+		t.Fatalf("the call ended at %s: %v", at, err)
+	default:
+	}
+}
+
+// Progress that advances pushes a call's idle deadline forward, call after
+// call, but never its cap: a build reporting a step every 400 ms runs past
+// its 500 ms idle budget and is stopped by its 3 s cap, whose record names
+// the limit hit and the last progress.
+func TestAdvancingProgressKeepsACallAlivePastItsIdleBudgetUntilItsCap(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
+	require.NoError(t, err)
+	report, res := progressingCall(s.Context(), 500*time.Millisecond, 3*time.Second)
+	for i := uint64(1); i <= 7; i++ {
+		advance(t, mock, 400*time.Millisecond, w)
+		notYet(t, res, mock.Now().Sub(t0).String())
+		require.True(t, report(i))
+	}
+	advance(t, mock, 199*time.Millisecond, w)
+	notYet(t, res, "2.999s")
+	advance(t, mock, time.Millisecond, w)
+	err = <-res
+	require.ErrorIs(t, err, watchdog.ErrDeadlineExceeded)
+	var v *watchdog.VerdictError
+	require.ErrorAs(t, err, &v)
+	assert.Equal(t, "handler_deadline", v.Rule, "the cap, not the idle budget")
+	assert.Equal(t, 3*time.Second, v.Elapsed)
+
+	d := ofKind(load(t, store, "s"), watchdog.KindHandlerDeadline)
+	require.Len(t, d, 1)
+	assert.Equal(t, "handler_deadline", d[0].Rule)
+	assert.Equal(t, "handler_deadline_exceeded", d[0].Reason)
+	assert.Equal(t, "build", d[0].Handler)
+	assert.Equal(t, "compile", d[0].DyingSpan)
+	assert.Equal(t, uint64(7), d[0].ProgressValue)
+	assert.Equal(t, t0.Add(2800*time.Millisecond), d[0].ProgressAt)
+	mm, err := watchdog.Replay(load(t, store, "s"))
+	require.NoError(t, err)
+	assert.Empty(t, mm)
+}
+
+// A keep-alive that repeats the last value does not count: the call is
+// stopped its idle budget after the last value that advanced, and the
+// record says the idle limit was hit, with that value and its instant.
+func TestAKeepAliveThatRepeatsItsValueDoesNotRefreshTheIdleDeadline(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
+	require.NoError(t, err)
+	report, res := progressingCall(s.Context(), 500*time.Millisecond, 10*time.Second)
+	advance(t, mock, 400*time.Millisecond, w)
+	require.True(t, report(3))
+	advance(t, mock, 300*time.Millisecond, w)
+	require.False(t, report(3), "the same value again")
+	require.False(t, report(2), "a smaller one")
+	advance(t, mock, 199*time.Millisecond, w)
+	notYet(t, res, "899ms")
+	advance(t, mock, time.Millisecond, w)
+	err = <-res
+	require.ErrorIs(t, err, watchdog.ErrDeadlineExceeded)
+	var v *watchdog.VerdictError
+	require.ErrorAs(t, err, &v)
+	assert.Equal(t, "handler_idle", v.Rule)
+	assert.Equal(t, 500*time.Millisecond, v.Elapsed, "time without progress")
+	assert.Equal(t, 500*time.Millisecond, v.Budget)
+	assert.Equal(t, "compile", v.DyingSpan)
+
+	evs := load(t, store, "s")
+	d := ofKind(evs, watchdog.KindHandlerDeadline)
+	require.Len(t, d, 1)
+	assert.Equal(t, "handler_idle", d[0].Rule)
+	assert.Equal(t, "handler_idle_exceeded", d[0].Reason)
+	assert.Equal(t, uint64(3), d[0].ProgressValue)
+	assert.Equal(t, t0.Add(400*time.Millisecond), d[0].ProgressAt)
+	assert.Equal(t, t0.Add(900*time.Millisecond), d[0].OccurredAt)
+	assert.InDelta(t, 0.5, d[0].MeasureSeconds, 1e-9)
+	assert.InDelta(t, 0.5, d[0].LimitSeconds, 1e-9)
+	mm, err := watchdog.Replay(evs)
+	require.NoError(t, err)
+	assert.Empty(t, mm)
+	require.NoError(t, s.Context().Err(), "a call's verdict is not the session's")
+}
+
+// A call that never reports progress is stopped its idle budget after it
+// started, long before its cap; its record has no progress.
+func TestASilentCallIsStoppedAtItsIdleBudgetFromItsStart(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
+	require.NoError(t, err)
+	_, res := progressingCall(s.Context(), time.Second, time.Minute)
+	advance(t, mock, 999*time.Millisecond, w)
+	notYet(t, res, "999ms")
+	advance(t, mock, time.Millisecond, w)
+	var v *watchdog.VerdictError
+	require.ErrorAs(t, <-res, &v)
+	assert.Equal(t, "handler_idle", v.Rule)
+	d := ofKind(load(t, store, "s"), watchdog.KindHandlerDeadline)
+	require.Len(t, d, 1)
+	assert.Zero(t, d[0].ProgressValue)
+	assert.True(t, d[0].ProgressAt.IsZero())
+}
+
+// Without a session CallIdle runs on real timers (here a synctest bubble's):
+// advancing progress keeps the call alive, and silence ends it.
+func TestCallIdleWithoutASessionRunsOnRealTimers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		begin := time.Now()
+		err := watchdog.CallIdle(context.Background(), "stream", time.Second, time.Hour, func(ctx context.Context) error {
+			for i := uint64(1); i <= 5; i++ {
+				time.Sleep(900 * time.Millisecond)
+				if !watchdog.Progress(ctx, i) {
+					t.Errorf("progress %d did not count", i)
+				}
+			}
+			<-ctx.Done() // then silent
+			return ctx.Err()
+		})
+		var v *watchdog.VerdictError
+		require.ErrorAs(t, err, &v)
+		assert.Equal(t, "handler_idle", v.Rule)
+		assert.Equal(t, 5*900*time.Millisecond+time.Second, time.Since(begin))
+	})
+}
+
+// Bad input to CallIdle is an error naming it; Progress outside a call
+// counts nothing.
+func TestCallIdleRefusesBadBudgetsAndProgressOutsideACallCountsNothing(t *testing.T) {
+	fn := func(context.Context) error { return nil }
+	require.ErrorIs(t, watchdog.CallIdle(context.Background(), "x", 0, time.Second, fn), watchdog.ErrInvalidArgument)
+	require.ErrorIs(t, watchdog.CallIdle(context.Background(), "x", time.Second, 0, fn), watchdog.ErrInvalidArgument)
+	require.ErrorIs(t, watchdog.CallIdle(context.Background(), "x", time.Second, time.Second, nil), watchdog.ErrInvalidArgument)
+	assert.False(t, watchdog.Progress(context.Background(), 1))
+	var nilCtx context.Context
+	assert.False(t, watchdog.Progress(nilCtx, 1))
+}
+
+// Replay re-derives an idle fire from the recorded instant of the last
+// progress: a record that fired too soon after it is reported.
+func TestReplayRederivesACallsIdleFireFromItsLastProgress(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
+	require.NoError(t, err)
+	report, res := progressingCall(s.Context(), 500*time.Millisecond, time.Minute)
+	advance(t, mock, 100*time.Millisecond, w)
+	require.True(t, report(1))
+	advance(t, mock, 500*time.Millisecond, w)
+	require.Error(t, <-res)
+	evs := load(t, store, "s")
+	mm, err := watchdog.Replay(evs)
+	require.NoError(t, err)
+	require.Empty(t, mm)
+	for i := range evs {
+		if evs[i].Kind == watchdog.KindHandlerDeadline {
+			evs[i].ProgressAt = evs[i].ProgressAt.Add(100 * time.Millisecond) // progress later than recorded
+		}
+	}
+	mm, err = watchdog.Replay(evs)
+	require.NoError(t, err)
+	require.Len(t, mm, 1)
+}
