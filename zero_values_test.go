@@ -96,7 +96,7 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 		"CallIdle": func(t *testing.T) {
 			invalid(t, watchdog.CallIdle(nilCtx, "", 0, 0, nil))
 		},
-		"Progress": func(t *testing.T) { assert.False(t, watchdog.Progress(nilCtx, 0)) },
+		"Progress":    func(t *testing.T) { assert.False(t, watchdog.Progress(nilCtx, 0)) },
 		"FromContext": func(t *testing.T) { assert.Nil(t, watchdog.FromContext(nilCtx)) },
 		"MemoryStore.Append": func(t *testing.T) {
 			invalid(t, watchdog.NewMemoryStore().Append(nilCtx))
