@@ -12,7 +12,7 @@ import (
 	"github.com/sessionwatchdog/watchdog"
 )
 
-// progressingCall runs CallIdle in a goroutine with a function that reports
+// progressingCall runs CallWith in a goroutine with a function that reports
 // each value sent on the returned channel as progress (the reply says
 // whether it counted) until its context ends.
 func progressingCall(ctx context.Context, idle, limit time.Duration) (report func(uint64) bool, res <-chan error) {
@@ -20,7 +20,7 @@ func progressingCall(ctx context.Context, idle, limit time.Duration) (report fun
 	out := make(chan error, 1)
 	entered := make(chan struct{})
 	go func() {
-		out <- watchdog.CallIdle(ctx, "build", idle, limit, func(ctx context.Context) error {
+		out <- watchdog.CallWith(ctx, "build", watchdog.CallLimits{Cap: limit, Idle: idle}, func(ctx context.Context) error {
 			defer watchdog.Step(ctx, "compile")()
 			close(entered)
 			for {
@@ -149,12 +149,12 @@ func TestASilentCallIsStoppedAtItsIdleBudgetFromItsStart(t *testing.T) {
 	assert.True(t, d[0].ProgressAt.IsZero())
 }
 
-// Without a session CallIdle runs on real timers (here a synctest bubble's):
+// Without a session CallWith runs on real timers (here a synctest bubble's):
 // advancing progress keeps the call alive, and silence ends it.
-func TestCallIdleWithoutASessionRunsOnRealTimers(t *testing.T) {
+func TestCallWithWithoutASessionRunsOnRealTimers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
-		err := watchdog.CallIdle(context.Background(), "stream", time.Second, time.Hour, func(ctx context.Context) error {
+		err := watchdog.CallWith(context.Background(), "stream", watchdog.CallLimits{Cap: time.Hour, Idle: time.Second}, func(ctx context.Context) error {
 			for i := uint64(1); i <= 5; i++ {
 				time.Sleep(900 * time.Millisecond)
 				if !watchdog.Progress(ctx, i) {
@@ -171,13 +171,14 @@ func TestCallIdleWithoutASessionRunsOnRealTimers(t *testing.T) {
 	})
 }
 
-// Bad input to CallIdle is an error naming it; Progress outside a call
+// Bad input to CallWith is an error naming it; Progress outside a call
 // counts nothing.
-func TestCallIdleRefusesBadBudgetsAndProgressOutsideACallCountsNothing(t *testing.T) {
+func TestCallWithRefusesBadBudgetsAndProgressOutsideACallCountsNothing(t *testing.T) {
 	fn := func(context.Context) error { return nil }
-	require.ErrorIs(t, watchdog.CallIdle(context.Background(), "x", 0, time.Second, fn), watchdog.ErrInvalidArgument)
-	require.ErrorIs(t, watchdog.CallIdle(context.Background(), "x", time.Second, 0, fn), watchdog.ErrInvalidArgument)
-	require.ErrorIs(t, watchdog.CallIdle(context.Background(), "x", time.Second, time.Second, nil), watchdog.ErrInvalidArgument)
+	require.ErrorIs(t, watchdog.CallWith(context.Background(), "x", watchdog.CallLimits{Cap: time.Second, Idle: -1}, fn), watchdog.ErrInvalidArgument)
+	require.ErrorIs(t, watchdog.CallWith(context.Background(), "x", watchdog.CallLimits{Cap: time.Second, FirstProgress: -1}, fn), watchdog.ErrInvalidArgument)
+	require.ErrorIs(t, watchdog.CallWith(context.Background(), "x", watchdog.CallLimits{Idle: time.Second}, fn), watchdog.ErrInvalidArgument)
+	require.ErrorIs(t, watchdog.CallWith(context.Background(), "x", watchdog.CallLimits{Cap: time.Second}, nil), watchdog.ErrInvalidArgument)
 	assert.False(t, watchdog.Progress(context.Background(), 1))
 	var nilCtx context.Context
 	assert.False(t, watchdog.Progress(nilCtx, 1))
@@ -208,4 +209,57 @@ func TestReplayRederivesACallsIdleFireFromItsLastProgress(t *testing.T) {
 	mm, err = watchdog.Replay(evs)
 	require.NoError(t, err)
 	require.Len(t, mm, 1)
+}
+
+// A first-progress limit gives a call (a reasoning model thinking before
+// its first token) longer until its first progress than between later
+// ones; it counts from the call's start.
+func TestAFirstProgressLimitAppliesUntilTheFirstProgressOnly(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
+	require.NoError(t, err)
+	values, counted := make(chan uint64), make(chan bool)
+	res := make(chan error, 1)
+	entered := make(chan struct{})
+	go func() {
+		res <- watchdog.CallWith(s.Context(), "llm", watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 10 * time.Second},
+			func(ctx context.Context) error {
+				close(entered)
+				for {
+					select {
+					case v := <-values:
+						counted <- watchdog.Progress(ctx, v)
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+			})
+	}()
+	<-entered
+	advance(t, mock, 9*time.Second, w)
+	notYet(t, res, "9s: thinking")
+	values <- 1
+	require.True(t, <-counted)
+	advance(t, mock, 999*time.Millisecond, w)
+	notYet(t, res, "9.999s")
+	advance(t, mock, time.Millisecond, w)
+	var v *watchdog.VerdictError
+	require.ErrorAs(t, <-res, &v)
+	assert.Equal(t, "handler_idle", v.Rule)
+	assert.Equal(t, time.Second, v.Budget, "the idle limit after the first progress")
+
+	// Silent from the start: the first-progress limit fires.
+	entered = make(chan struct{})
+	go func() {
+		res <- watchdog.CallWith(s.Context(), "llm", watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 10 * time.Second},
+			func(ctx context.Context) error { close(entered); <-ctx.Done(); return ctx.Err() })
+	}()
+	<-entered
+	advance(t, mock, 9999*time.Millisecond, w)
+	notYet(t, res, "9.999s without a first progress")
+	advance(t, mock, time.Millisecond, w)
+	require.ErrorAs(t, <-res, &v)
+	assert.Equal(t, 10*time.Second, v.Budget)
 }

@@ -36,7 +36,8 @@ type layer struct {
 	kind     Layer
 	name     string
 	budget   time.Duration // the cap
-	idle     time.Duration // the idle budget that progress refreshes (CallIdle); 0: none
+	idle     time.Duration // the idle limit that progress refreshes (CallWith); 0: none
+	first    time.Duration // the idle limit before the first progress; 0: none
 	grace    time.Duration
 	started  time.Time
 	deadline time.Time
@@ -97,36 +98,53 @@ func Call(ctx context.Context, name string, budget time.Duration, fn func(ctx co
 	return Within(ctx, LayerHandler, name, budget, fn)
 }
 
-// CallIdle runs fn as the handler name, as Call does, under two limits:
-// limit, the cap from the call's start that nothing extends, and idle, the
-// longest fn may go without progress. Progress is a Progress call on fn's
-// context (or a context derived from it) whose value exceeds every value
-// reported before: each pushes the idle deadline to idle after it, and the
-// same value again (a keep-alive) does not. The call's start counts as
-// progress. Whichever limit comes first ends fn's context with a
-// *VerdictError: Rule "handler_idle" (reason handler_idle_exceeded,
-// Elapsed the time without progress, Budget idle) or "handler_deadline"
-// (the cap), both matching ErrDeadlineExceeded; the recorded
-// runtime.handler.deadline_exceeded event carries the rule, the last
-// progress value and when it advanced (progress, progress_at). With a
-// session, progress instants have the evidence resolution (50 ms): the idle
-// limit may end a call up to 50 ms early. An idle budget at or above the
-// limit never fires before the cap. idle and limit must be positive, or
-// CallIdle returns an error wrapping ErrInvalidArgument; otherwise see
-// Within.
-func CallIdle(ctx context.Context, name string, idle, limit time.Duration, fn func(ctx context.Context) error) error {
-	if idle <= 0 {
-		return fmt.Errorf("%w: handler %q: idle budget %v must be positive", ErrInvalidArgument, name, idle)
+// CallLimits are the limits of a call run with CallWith.
+type CallLimits struct {
+	// Cap is the longest the call may run, from its start; no progress
+	// extends it. Required (positive).
+	Cap time.Duration
+	// Idle is the longest the call may go without progress (see Progress)
+	// after its first progress. Zero means no idle limit.
+	Idle time.Duration
+	// FirstProgress is the longest the call may go, from its start, before
+	// its first progress: the time to a first chunk or token, which a
+	// reasoning model may spend thinking. Zero means Idle.
+	FirstProgress time.Duration
+}
+
+// CallWith runs fn as the handler name, as Call does, under the limits l:
+// l.Cap from the call's start, which nothing extends, and the idle limits,
+// which progress refreshes. Progress is a Progress call on fn's context (or
+// a context derived from it) whose value exceeds every value reported
+// before: each pushes the idle deadline to l.Idle after it, and the same
+// value again (a keep-alive) does not. Whichever limit comes first ends fn's
+// context with a *VerdictError: Rule "handler_idle" (reason
+// handler_idle_exceeded, Elapsed the time without progress, Budget the idle
+// limit that applied) or "handler_deadline" (the cap), both matching
+// ErrDeadlineExceeded. The recorded runtime.handler.deadline_exceeded event
+// carries the rule, the last progress value and when it advanced (progress,
+// progress_at). With a session, progress instants have the evidence
+// resolution (50 ms): an idle limit may end a call up to 50 ms early. An
+// idle limit at or above the cap never fires before it. A zero or negative
+// Cap, or a negative idle limit, is an error wrapping ErrInvalidArgument;
+// otherwise see Within.
+func CallWith(ctx context.Context, name string, l CallLimits, fn func(ctx context.Context) error) error {
+	if l.Idle < 0 || l.FirstProgress < 0 {
+		return fmt.Errorf("%w: handler %q: negative idle limit (idle %v, first progress %v)", ErrInvalidArgument, name, l.Idle, l.FirstProgress)
 	}
-	return within(ctx, LayerHandler, name, limit, idle, fn)
+	first := l.FirstProgress
+	if first == 0 {
+		first = l.Idle
+	}
+	return within(ctx, LayerHandler, name, l.Cap, l.Idle, first, fn)
 }
 
 // Progress reports that the call ctx belongs to (its innermost deadline
-// layer: CallIdle, Call or Within) has made progress, as value (a step
+// layer: CallWith, Call or Within) has made progress, as value (a step
 // count, bytes or chunks received). It counts only when value exceeds every
 // value reported for that call before (the first counts if above zero), so
 // a keep-alive that repeats a value keeps nothing alive. A counted report
-// refreshes the call's idle deadline (never its cap), is kept for the call's
+// refreshes the call's idle deadline (never its cap, see CallWith), is kept for the call's
 // deadline record, and counts as tool-call evidence (ChannelMCPTool) on the
 // call's session. It reports whether it counted: false without a deadline
 // layer in ctx. Lock-free and free of allocations; safe for concurrent use.
@@ -168,6 +186,15 @@ func (l *layer) idleRef() time.Time {
 	return l.started
 }
 
+// idleLimit is the idle limit that applies: before the first progress,
+// the first one.
+func (l *layer) idleLimit() time.Duration {
+	if l.progAt.Load() == 0 {
+		return l.first
+	}
+	return l.idle
+}
+
 // hit reports the limit the layer has hit at now ("" for none, "cap" or
 // "idle"; the cap first), and else the next instant to look again.
 func (l *layer) hit(now time.Time) (string, time.Time) {
@@ -175,12 +202,12 @@ func (l *layer) hit(now time.Time) (string, time.Time) {
 		return "cap", time.Time{}
 	}
 	next := l.deadline
-	if l.idle > 0 {
+	if idle := l.idleLimit(); idle > 0 {
 		ref := l.idleRef()
-		if decide.Expired(ref, l.idle, now) {
+		if decide.Expired(ref, idle, now) {
 			return "idle", time.Time{}
 		}
-		if d := ref.Add(l.idle); d.Before(next) {
+		if d := ref.Add(idle); d.Before(next) {
 			next = d
 		}
 	}
@@ -211,11 +238,11 @@ func (l *layer) hit(now time.Time) (string, time.Time) {
 // IterationBudget for an iteration). A budget that is still <= 0, or a nil
 // fn, is an error wrapping ErrInvalidArgument.
 func Within(ctx context.Context, kind Layer, name string, budget time.Duration, fn func(ctx context.Context) error) error {
-	return within(ctx, kind, name, budget, 0, fn)
+	return within(ctx, kind, name, budget, 0, 0, fn)
 }
 
-// within is Within with an idle budget (CallIdle; 0: none).
-func within(ctx context.Context, kind Layer, name string, budget, idle time.Duration, fn func(ctx context.Context) error) error {
+// within is Within with idle limits (CallWith; 0: none).
+func within(ctx context.Context, kind Layer, name string, budget, idle, first time.Duration, fn func(ctx context.Context) error) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
@@ -241,7 +268,7 @@ func within(ctx context.Context, kind Layer, name string, budget, idle time.Dura
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
-	l := &layer{kind: kind, name: name, budget: budget, idle: idle, grace: defaultHandlerGrace, abandon: make(chan struct{})}
+	l := &layer{kind: kind, name: name, budget: budget, idle: idle, first: first, grace: defaultHandlerGrace, abandon: make(chan struct{})}
 	l.item.Value = l
 	s := FromContext(ctx)
 	var obs Observer
@@ -378,7 +405,7 @@ func (l *layer) verdict(now time.Time, hit string) *VerdictError {
 	}
 	if hit == "idle" {
 		v.Rule, v.reason = string(l.kind)+"_idle", string(l.kind)+"_idle_exceeded"
-		v.Elapsed, v.Budget = now.Sub(l.idleRef()), l.idle
+		v.Elapsed, v.Budget = now.Sub(l.idleRef()), l.idleLimit()
 	}
 	if l.w != nil {
 		v.FiredAt = l.w.wall(v.FiredAt)

@@ -93,8 +93,8 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 			invalid(t, watchdog.RecordCheckpoint(nilCtx, nil, watchdog.Checkpoint{}))
 			invalid(t, watchdog.RecordCheckpoint(context.Background(), watchdog.NewMemoryStore(), watchdog.Checkpoint{}))
 		},
-		"CallIdle": func(t *testing.T) {
-			invalid(t, watchdog.CallIdle(nilCtx, "", 0, 0, nil))
+		"CallWith": func(t *testing.T) {
+			invalid(t, watchdog.CallWith(nilCtx, "", watchdog.CallLimits{}, nil))
 		},
 		"Progress":    func(t *testing.T) { assert.False(t, watchdog.Progress(nilCtx, 0)) },
 		"FromContext": func(t *testing.T) { assert.Nil(t, watchdog.FromContext(nilCtx)) },
