@@ -263,3 +263,55 @@ func TestAFirstProgressLimitAppliesUntilTheFirstProgressOnly(t *testing.T) {
 	require.ErrorAs(t, <-res, &v)
 	assert.Equal(t, 10*time.Second, v.Budget)
 }
+
+// The first progress switches a call from its first-progress limit to a
+// shorter idle limit at once: silence after it ends the call its idle
+// limit later, not at the first-progress limit.
+func TestAfterTheFirstProgressTheShorterIdleLimitAppliesAtOnce(t *testing.T) {
+	mock := newMock()
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
+	require.NoError(t, err)
+	values, counted := make(chan uint64), make(chan bool)
+	res := make(chan error, 1)
+	entered := make(chan struct{})
+	go func() {
+		res <- watchdog.CallWith(s.Context(), "llm", watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 30 * time.Second},
+			func(ctx context.Context) error {
+				close(entered)
+				for {
+					select {
+					case v := <-values:
+						counted <- watchdog.Progress(ctx, v)
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+			})
+	}()
+	<-entered
+	advance(t, mock, time.Second, w)
+	values <- 1
+	require.True(t, <-counted)
+	advance(t, mock, 999*time.Millisecond, w)
+	notYet(t, res, "1.999s")
+	advance(t, mock, time.Millisecond, w)
+	var v *watchdog.VerdictError
+	require.ErrorAs(t, <-res, &v)
+	assert.Equal(t, "handler_idle", v.Rule)
+	assert.Equal(t, time.Second, v.Budget)
+
+	// The same on real timers, without a session.
+	synctest.Test(t, func(t *testing.T) {
+		begin := time.Now()
+		err := watchdog.CallWith(context.Background(), "llm", watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 30 * time.Second},
+			func(ctx context.Context) error {
+				time.Sleep(time.Second)
+				watchdog.Progress(ctx, 1)
+				<-ctx.Done()
+				return ctx.Err()
+			})
+		require.ErrorAs(t, err, &v)
+		assert.Equal(t, 2*time.Second, time.Since(begin))
+	})
+}

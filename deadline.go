@@ -171,11 +171,45 @@ func Progress(ctx context.Context, value uint64) bool {
 	} else {
 		off = int64(time.Since(l.started))
 	}
-	l.progAt.Store(max(off, 0) + 1)
+	if l.progAt.Swap(max(off, 0)+1) == 0 && l.idle > 0 && l.idle < l.first {
+		l.rearm() // the first progress: the shorter idle limit applies from now on
+	}
 	if l.s != nil {
 		l.s.Touch(ChannelMCPTool)
 	}
 	return true
+}
+
+// rearm moves the layer's next check to what hit says now: after its first
+// progress, when the idle limit is shorter than the first-progress one.
+func (l *layer) rearm() {
+	w := l.w
+	if w == nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.state != layerRunning || l.timers[0] == nil {
+			return
+		}
+		now := time.Now()
+		_, next := l.hit(now)
+		l.timers[0].Stop()
+		l.timers[0] = time.AfterFunc(max(next.Sub(now), 0), l.fireReal)
+		return
+	}
+	now := w.now()
+	w.mu.Lock()
+	if l.state != layerRunning {
+		w.mu.Unlock()
+		return
+	}
+	_, next := l.hit(now)
+	due := toNanos(next)
+	if next.IsZero() {
+		due = toNanos(now) // already due
+	}
+	w.heap.Push(&l.item, due)
+	w.mu.Unlock()
+	w.wakeBy(due)
 }
 
 // idleRef is when the layer last made progress: its start if never since.

@@ -104,10 +104,10 @@ func TestAStreamThatStallsAfterSomeChunksIsClosedAndReportsErrStalled(t *testing
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
 		f := newFakeStream(every(3, time.Second, chunk{"tok"}), true)
-		s := stream.Guard(context.Background(), "llm", stream.Iterator[chunk](f), stream.Limits{Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
+		s := stream.Guard(context.Background(), "llm", stream.Iterator[chunk](f), stream.Limits{FirstChunk: time.Minute, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
 		texts, at := drain(s)
 		assert.Len(t, texts, 3)
-		assert.Equal(t, 3*time.Second+5*time.Second, at.Sub(begin), "5 s after the last chunk")
+		assert.Equal(t, 3*time.Second+5*time.Second, at.Sub(begin), "5 s after the last chunk: the first-chunk limit is over")
 		err := s.Err()
 		require.ErrorIs(t, err, stream.ErrStalled)
 		require.ErrorIs(t, err, watchdog.ErrDeadlineExceeded)
