@@ -43,6 +43,7 @@ type layer struct {
 	deadline time.Time
 	cancel   context.CancelCauseFunc
 	step     atomic.Pointer[string]
+	vctx     layerCtx      // the value context under fn's context
 	prog     atomic.Uint64 // the last progress value (Progress)
 	progAt   atomic.Int64  // when progress last advanced: 1 + ns after started (coarse with a Watchdog); 0: never
 	item     sched.Item[timed]
@@ -69,6 +70,38 @@ type layerKey struct{}
 func layerFrom(ctx context.Context) *layer {
 	l, _ := ctx.Value(layerKey{}).(*layer)
 	return l
+}
+
+// layerCtx is the layer's value context, kept inside the layer: it carries
+// the layer for layerFrom and reports its cap as a deadline.
+type layerCtx struct {
+	context.Context // the parent
+	l               *layer
+}
+
+func (c *layerCtx) Value(key any) any {
+	if key == (layerKey{}) {
+		return c.l
+	}
+	return c.Context.Value(key)
+}
+
+// Deadline reports the earliest of the parent's deadline and the layer's
+// cap, on the real clock (none under another Clock: see Within).
+func (c *layerCtx) Deadline() (time.Time, bool) {
+	d, ok := c.Context.Deadline()
+	l := c.l
+	if l.w != nil && l.w.rt == nil {
+		return d, ok
+	}
+	own := l.deadline
+	if l.w != nil {
+		own = l.w.wall(own)
+	}
+	if !ok || own.Before(d) {
+		d, ok = own, true
+	}
+	return d, ok
 }
 
 // Step marks the step name as running in ctx's innermost deadline layer until
@@ -260,6 +293,10 @@ func (l *layer) hit(now time.Time) (string, time.Time) {
 // returns after the deadline, Within returns the deadline error too.
 // Otherwise it returns fn's error. A panic in fn is re-raised in the caller.
 //
+// fn's context reports, as its Deadline, the earliest of the layer's
+// deadline and ctx's (see Session.Context), on the real clock; under
+// another Clock, ctx's alone.
+//
 // When ctx belongs to a watched session (it derives from Session.Context),
 // the deadline runs on the Watchdog's clock and scheduler (deterministic on a
 // fake clock), every overrun is recorded as a runtime.handler.deadline_exceeded
@@ -309,7 +346,8 @@ func within(ctx context.Context, kind Layer, name string, budget, idle, first ti
 	if s != nil {
 		l.w, l.s, l.grace, obs = s.w, s, s.cfg.grace, s.w.obs
 	}
-	lctx, cancel := context.WithCancelCause(context.WithValue(ctx, layerKey{}, l))
+	l.vctx = layerCtx{ctx, l}
+	lctx, cancel := context.WithCancelCause(&l.vctx)
 	defer cancel(nil)
 	l.cancel = cancel
 	l.parent = layerFrom(ctx)

@@ -190,6 +190,41 @@ func (c *sessionCtx) Value(key any) any {
 
 func (c *sessionCtx) String() string { return "watchdog.Session(" + c.s.id + ")" }
 
+// Deadline reports the earliest of the parent's deadline and the session's
+// absolute limits known in advance (see Session.Context).
+func (c *sessionCtx) Deadline() (time.Time, bool) {
+	d, ok := c.Context.Deadline()
+	if own, has := c.s.limitDeadline(); has && (!ok || own.Before(d)) {
+		d, ok = own, true
+	}
+	return d, ok
+}
+
+// limitDeadline is the earliest absolute limit of s's window known in
+// advance, on the wall clock, for Deadline: the wall-clock budget (unless
+// it counts supervised time only) and the session ceiling, among the rules
+// in act mode. None under a Clock other than the real one, whose instants
+// time.Until cannot compare with.
+func (s *Session) limitDeadline() (time.Time, bool) {
+	if s.w.rt == nil || s.cfg == nil {
+		return time.Time{}, false
+	}
+	l := s.cfg.limits
+	var d time.Time
+	if !l.Shadow.Has(decide.RuleWallClock) && !s.cfg.policy.SupervisedOnly {
+		d = s.windowStartedAt.Add(l.WallClock)
+	}
+	if l.SessionCeiling > 0 && !l.Shadow.Has(decide.RuleSessionCeiling) {
+		if c := s.sessionStartedAt.Add(l.SessionCeiling); d.IsZero() || c.Before(d) {
+			d = c
+		}
+	}
+	if d.IsZero() {
+		return d, false
+	}
+	return s.w.wallNow(d), true
+}
+
 // ID returns the session id.
 func (s *Session) ID() string { return s.id }
 
@@ -199,6 +234,15 @@ func (s *Session) ID() string { return s.id }
 // when the context passed to Start or Resume ends; that does not end the
 // window (the session stays watched until Stop, a fire or Close; Run stops it
 // with StopCanceled).
+//
+// Its Deadline method reports the earliest absolute limit known in advance:
+// the parent's deadline, the window's wall-clock budget (Deadline) and the
+// session ceiling, among the rules in act mode (a budget of supervised time
+// has none), so that deadline-aware clients (net/http, gRPC, pgx) can size
+// and forward their own timeouts. Only with the real Clock (also inside a
+// testing/synctest bubble): under another Clock, such as a *clock.Mock, it
+// reports the parent's deadline alone, because those clients compare the
+// deadline with the real clock.
 func (s *Session) Context() context.Context { return s.ctx }
 
 // Window returns the window number, from 1.
