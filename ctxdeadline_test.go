@@ -88,3 +88,47 @@ func TestUnderAMockClockContextsReportNoDeadlineOfTheirOwn(t *testing.T) {
 	})
 	require.NoError(t, <-res)
 }
+
+// A context ended by a time limit says so as a context with a deadline
+// would: Err is context.DeadlineExceeded, for the session's and a call's
+// context and for contexts derived from them with WithValue, while
+// context.Cause stays the typed verdict. A stop, and a liveness rule of
+// the user's, are no time limit: Err stays context.Canceled.
+func TestAContextEndedByATimeLimitReportsDeadlineExceeded(t *testing.T) {
+	mock := newMock()
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: time.Minute})
+	require.NoError(t, err)
+	type key struct{}
+	derived := context.WithValue(s.Context(), key{}, 1)
+	entered := make(chan struct{})
+	res := callAsync(s.Context(), "tool", time.Second, func(ctx context.Context) error {
+		close(entered)
+		<-ctx.Done()
+		assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded, "the call's cap")
+		var v *watchdog.VerdictError
+		assert.ErrorAs(t, context.Cause(ctx), &v)
+		return ctx.Err()
+	})
+	<-entered
+	advance(t, mock, time.Second, w)
+	require.ErrorIs(t, <-res, watchdog.ErrDeadlineExceeded)
+	advance(t, mock, time.Minute, w)
+	require.ErrorIs(t, s.Context().Err(), context.DeadlineExceeded)
+	require.ErrorIs(t, derived.Err(), context.DeadlineExceeded)
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
+
+	stopped, err := w.Start(context.Background(), "stopped", mock.Now(), watchdog.Policy{})
+	require.NoError(t, err)
+	require.NoError(t, stopped.Stop())
+	require.ErrorIs(t, stopped.Context().Err(), context.Canceled)
+	require.ErrorIs(t, context.Cause(stopped.Context()), watchdog.ErrSessionStopped)
+
+	live, err := w.Start(context.Background(), "live", mock.Now(), watchdog.Policy{LivenessRules: []string{"probe"}, SettleChecks: 1})
+	require.NoError(t, err)
+	_, err = live.ReportLiveness("probe", true)
+	require.NoError(t, err)
+	require.NoError(t, w.Check(context.Background()))
+	require.ErrorIs(t, live.Context().Err(), context.Canceled)
+	require.ErrorIs(t, context.Cause(live.Context()), watchdog.ErrLivenessFailed)
+}

@@ -44,6 +44,7 @@ type layer struct {
 	cancel   context.CancelCauseFunc
 	step     atomic.Pointer[string]
 	vctx     layerCtx      // the value context under fn's context
+	tctx     timeCtx       // fn's context
 	prog     atomic.Uint64 // the last progress value (Progress)
 	progAt   atomic.Int64  // when progress last advanced: 1 + ns after started (coarse with a Watchdog); 0: never
 	item     sched.Item[timed]
@@ -295,7 +296,8 @@ func (l *layer) hit(now time.Time) (string, time.Time) {
 //
 // fn's context reports, as its Deadline, the earliest of the layer's
 // deadline and ctx's (see Session.Context), on the real clock; under
-// another Clock, ctx's alone.
+// another Clock, ctx's alone. Ended by the deadline, its Err is
+// context.DeadlineExceeded and its cause the *VerdictError.
 //
 // When ctx belongs to a watched session (it derives from Session.Context),
 // the deadline runs on the Watchdog's clock and scheduler (deterministic on a
@@ -347,7 +349,9 @@ func within(ctx context.Context, kind Layer, name string, budget, idle, first ti
 		l.w, l.s, l.grace, obs = s.w, s, s.cfg.grace, s.w.obs
 	}
 	l.vctx = layerCtx{ctx, l}
-	lctx, cancel := context.WithCancelCause(&l.vctx)
+	inner, cancel := context.WithCancelCause(&l.vctx)
+	l.tctx = timeCtx{inner}
+	var lctx context.Context = &l.tctx
 	defer cancel(nil)
 	l.cancel = cancel
 	l.parent = layerFrom(ctx)

@@ -56,7 +56,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 	retries := 0
 	for attempt := 1; ; attempt++ {
 		attempts = attempt
-		actx, cancel := context.WithCancelCause(s.ctx)
+		actx, cancel := context.WithCancelCause(&s.ctx)
 		at := &phaseAttempt{cancel: cancel}
 		now := w.now()
 		w.mu.Lock()
@@ -106,7 +106,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 			errors.As(cause, &v)
 		}
 		if v == nil || !v.Recoverable || s.ctx.Err() != nil {
-			if c := context.Cause(s.ctx); c != nil {
+			if c := context.Cause(&s.ctx); c != nil {
 				err = c
 			}
 			return partial, attempts, err
@@ -135,7 +135,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		w.mu.Lock()
 		s.rw().backingOff = true // waiting to retry is not idleness
 		w.mu.Unlock()
-		err = w.sleepUntil(s.ctx, failedAt.Add(backoff))
+		err = w.sleepUntil(&s.ctx, failedAt.Add(backoff))
 		w.mu.Lock()
 		s.rare.backingOff = false
 		w.mu.Unlock()

@@ -33,7 +33,7 @@ type Session struct {
 	id     string
 	cfg    *sessionConfig // resolved policy; shared by sessions with the same Policy
 	vctx   sessionCtx     // the value context under ctx: parent plus this Session
-	ctx    context.Context
+	ctx    timeCtx        // the context users see: Err says DeadlineExceeded for a time limit
 	cancel context.CancelCauseFunc
 
 	sessionStartedAt time.Time
@@ -155,7 +155,8 @@ func (w *Watchdog) newSession(ctx context.Context, id string, p Policy) *Session
 	s.vctx = sessionCtx{ctx, s}
 	s.since = math.MinInt64
 	s.usePolicy(p)
-	s.ctx, s.cancel = context.WithCancelCause(&s.vctx)
+	inner, cancel := context.WithCancelCause(&s.vctx)
+	s.ctx, s.cancel = timeCtx{inner}, cancel
 	s.item.Value = s
 	return s
 }
@@ -171,6 +172,26 @@ func (s *Session) usePolicy(p Policy) {
 	for i := range s.numChannels() {
 		s.chanAt(Channel(i)).last.Store(decide.Never)
 	}
+}
+
+// timeCtx is a session's or a call's context as its users see it: its Err
+// is context.DeadlineExceeded when a time limit ended it, as for a context
+// with a deadline, while context.Cause stays the typed verdict.
+type timeCtx struct{ context.Context }
+
+func (c *timeCtx) Err() error {
+	err := c.Context.Err()
+	if err == context.Canceled && timeLimit(context.Cause(c.Context)) {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// timeLimit reports whether cause is the verdict of a time limit: every
+// built-in rule and deadline layer; not a liveness rule of the user's.
+func timeLimit(cause error) bool {
+	return errors.Is(cause, ErrWallClockExceeded) || errors.Is(cause, ErrSessionCeilingExceeded) ||
+		errors.Is(cause, ErrChildrenWaitExceeded) || errors.Is(cause, ErrIdleExceeded) || errors.Is(cause, ErrDeadlineExceeded)
 }
 
 // sessionCtx is the session's value context, kept inside the Session to save
@@ -243,7 +264,15 @@ func (s *Session) ID() string { return s.id }
 // testing/synctest bubble): under another Clock, such as a *clock.Mock, it
 // reports the parent's deadline alone, because those clients compare the
 // deadline with the real clock.
-func (s *Session) Context() context.Context { return s.ctx }
+//
+// When a time limit ends it (every built-in rule, a deadline layer), its Err
+// is context.DeadlineExceeded, as for a context whose deadline passed, and
+// context.Cause is the *VerdictError; a stop, Close and a liveness rule of
+// your own leave Err context.Canceled. Contexts derived with WithValue
+// report the same Err; those derived with WithCancel, WithTimeout or
+// WithDeadline report context.Canceled (Go's context package passes a
+// cancellation down as Canceled), with the same cause.
+func (s *Session) Context() context.Context { return &s.ctx }
 
 // Window returns the window number, from 1.
 func (s *Session) Window() int { return int(s.window) }
@@ -387,7 +416,7 @@ func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error
 			s.stop(StopFailed)
 		}
 	}()
-	fnErr := fn(s.ctx)
+	fnErr := fn(&s.ctx)
 	panicked = false
 
 	code := StopCompleted
@@ -417,7 +446,7 @@ func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error
 	default:
 		res.StopReasonCode = StopCanceled
 	}
-	if fnErr != nil && !errors.Is(fnErr, context.Canceled) && !errors.Is(fnErr, cause) {
+	if fnErr != nil && !errors.Is(fnErr, context.Canceled) && !errors.Is(fnErr, context.DeadlineExceeded) && !errors.Is(fnErr, cause) {
 		return res, errors.Join(cause, fnErr)
 	}
 	return res, cause

@@ -75,7 +75,7 @@ func (s *Session) WatchWorkspace(root string, ignore ...string) error {
 		w.wg.Done()
 		return fmt.Errorf("watchdog: session %q: watch workspace %q: %w", s.id, root, err)
 	}
-	context.AfterFunc(s.ctx, func() {
+	context.AfterFunc(&s.ctx, func() {
 		defer w.wg.Done()
 		stop()
 	})
