@@ -62,7 +62,7 @@ func ExampleWatchdog_Run() {
 		func(ctx context.Context) error {
 			for i := 1; ctx.Err() == nil; i++ {
 				// one iteration of work takes three seconds
-				_ = watchdogtest.Advance(context.Background(), mock, 3*time.Second, w)
+				_ = watchdogtest.Advance(context.Background(), mock, 3*time.Second, w) //watchdog:unbounded the test's clock step must finish after the session ends
 				fmt.Println("iteration", i, "done")
 			}
 			return ctx.Err()

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	case "setsid":
 		// A command whose child leaves its process group (setsid) and
 		// keeps running.
-		c := exec.Command("sleep", "1000")
+		c := exec.Command("sleep", "1000") //watchdog:unbounded the point: a child that escapes its group, killed by the test
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		if err := c.Start(); err != nil {
 			os.Exit(2)
@@ -175,7 +175,7 @@ func TestCommandStopsADescendantThatLeftItsGroup(t *testing.T) {
 // A command dies with an orchestrator that is SIGKILLed (the kernel's
 // parent-death signal): the orchestrator runs as a child process here.
 func TestACommandDiesWithItsKilledOrchestrator(t *testing.T) {
-	orch := exec.Command(os.Args[0], "-test.run=^$")
+	orch := exec.Command(os.Args[0], "-test.run=^$") //watchdog:unbounded the test SIGKILLs this orchestrator itself
 	child := helperCommand(t, orch, "orchestrator")
 	require.NoError(t, orch.Process.Kill())
 	_ = orch.Wait()

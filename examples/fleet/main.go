@@ -254,6 +254,7 @@ func spawn(role, dsn, table, id, prefix string, out io.Writer) (*exec.Cmd, outpu
 	if err != nil {
 		return nil, o, nil, err
 	}
+	//watchdog:unbounded the demo ends its processes itself: killing one with SIGKILL is its point
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), envRole+"="+role, envDSN+"="+dsn, envTable+"="+table, envSession+"="+id)
 	cmd.Stderr = os.Stderr

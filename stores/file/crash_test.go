@@ -74,7 +74,7 @@ func crashChild() {
 // true for a line of its output, and returns the ids it acknowledged.
 func runCrashChild(t *testing.T, path, mode string, round int, kill func(line string, acks int) bool) []string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestFileStoreSurvivesSIGKILLMidWrite$", "-test.count=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFileStoreSurvivesSIGKILLMidWrite$", "-test.count=1") //watchdog:unbounded the test SIGKILLs it mid-write
 	cmd.Env = append(os.Environ(), crashEnvPath+"="+path, crashEnvMode+"="+mode, fmt.Sprintf("%s=%d", crashEnvRun, round))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

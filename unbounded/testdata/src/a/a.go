@@ -1,0 +1,39 @@
+package a
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os/exec"
+)
+
+func tool(ctx context.Context, name string) error { return nil }
+
+func noContext() {
+	_ = exec.Command("sleep", "1")                     // want `exec.Command: no context ends its process`
+	_, _ = http.Get("http://x")                        // want `http.Get has no context`
+	_, _ = http.Post("http://x", "text/plain", nil)    // want `http.Post has no context`
+	_, _ = http.DefaultClient.Get("http://x")          // want `Client.Get has no context`
+	_, _ = http.NewRequest("GET", "http://x", nil)     // want `http.NewRequest makes a request without a context`
+	_, _ = net.Dial("tcp", "x:1")                      // want `net.Dial has no deadline`
+	_ = tool(context.Background(), "fine: no context") // no context to pass here
+}
+
+func withContext(ctx context.Context) {
+	_ = exec.CommandContext(ctx, "sleep", "1")
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://x", nil)
+	_, _ = http.DefaultClient.Do(req)
+	var d net.Dialer
+	_, _ = d.DialContext(ctx, "tcp", "x:1")
+	_ = tool(ctx, "bounded")
+	_ = tool(context.Background(), "search") // want `context.Background\(\) where the function has a context`
+	_ = tool(context.TODO(), "search")       // want `context.TODO\(\) where the function has a context`
+	go func() {
+		_ = tool(context.Background(), "in a closure") // want `context.Background\(\) where the function has a context`
+	}()
+	//watchdog:unbounded the cleanup must run after the session ended
+	_ = tool(context.Background(), "cleanup")
+	_ = exec.Command("true") //watchdog:unbounded it returns at once
+	//watchdog:unbounded
+	_ = exec.Command("true") // want `a //watchdog:unbounded comment needs a reason`
+}

@@ -1,0 +1,182 @@
+// Package unbounded is a go/analysis analyzer that reports blocking calls
+// no context can bound, which a watchdog therefore cannot stop: the calls
+// an agent orchestrator hangs in without a trace.
+//
+// It reports:
+//
+//   - exec.Command, whose process no context ends (use exec.CommandContext,
+//     or watchdog.Command, which also kills the process group);
+//   - http.Get, http.Head, http.Post, http.PostForm, the same methods of an
+//     *http.Client, and http.NewRequest: requests without a context (use
+//     http.NewRequestWithContext and Client.Do);
+//   - net.Dial, which has no deadline (use a net.Dialer's DialContext);
+//   - in a function that has a context.Context parameter, a call that passes
+//     context.Background() or context.TODO() where a context goes: the
+//     caller's deadline and the session's verdict never reach it.
+//
+// A line, or the line above it, with a comment "//watchdog:unbounded
+// <reason>" accepts the call on purpose; the reason is required.
+//
+// Run it with go vet -vettool=$(which unbounded) ./..., or as the command
+// unbounded ./... (github.com/sessionwatchdog/watchdog/unbounded/cmd/unbounded).
+package unbounded
+
+import (
+	"go/ast"
+	"go/token"
+	"go/types"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
+	"golang.org/x/tools/go/analysis/passes/inspect"
+	"golang.org/x/tools/go/ast/inspector"
+	"golang.org/x/tools/go/types/typeutil"
+)
+
+// Analyzer reports blocking calls no context can bound.
+var Analyzer = &analysis.Analyzer{
+	Name:     "unbounded",
+	Doc:      "report blocking calls that no context can bound (exec.Command, http.Get, net.Dial, calls on context.Background inside a function that has a context)",
+	URL:      "https://pkg.go.dev/github.com/sessionwatchdog/watchdog/unbounded",
+	Requires: []*analysis.Analyzer{inspect.Analyzer},
+	Run:      run,
+}
+
+// advice is what to use instead of each function without a context, by its
+// full name (types.Func.FullName).
+var advice = map[string]string{
+	"os/exec.Command":             "exec.Command: no context ends its process; use exec.CommandContext or watchdog.Command",
+	"net/http.Get":                "http.Get has no context; use http.NewRequestWithContext and Client.Do",
+	"net/http.Head":               "http.Head has no context; use http.NewRequestWithContext and Client.Do",
+	"net/http.Post":               "http.Post has no context; use http.NewRequestWithContext and Client.Do",
+	"net/http.PostForm":           "http.PostForm has no context; use http.NewRequestWithContext and Client.Do",
+	"(*net/http.Client).Get":      "Client.Get has no context; use http.NewRequestWithContext and Client.Do",
+	"(*net/http.Client).Head":     "Client.Head has no context; use http.NewRequestWithContext and Client.Do",
+	"(*net/http.Client).Post":     "Client.Post has no context; use http.NewRequestWithContext and Client.Do",
+	"(*net/http.Client).PostForm": "Client.PostForm has no context; use http.NewRequestWithContext and Client.Do",
+	"net/http.NewRequest":         "http.NewRequest makes a request without a context; use http.NewRequestWithContext",
+	"net.Dial":                    "net.Dial has no deadline; use a net.Dialer's DialContext",
+}
+
+const directive = "//watchdog:unbounded"
+
+func run(pass *analysis.Pass) (any, error) {
+	ins := pass.ResultOf[inspect.Analyzer].(*inspector.Inspector)
+	accepted := acceptedLines(pass)
+	report := func(pos token.Pos, msg string) {
+		p := pass.Fset.Position(pos)
+		if reason, ok := accepted[lineKey{p.Filename, p.Line}]; ok {
+			if reason != "" {
+				return
+			}
+			msg += " (a " + directive + " comment needs a reason)"
+		}
+		pass.Reportf(pos, "%s", msg)
+	}
+	// The functions with a context.Context parameter, innermost last.
+	var stack []bool
+	ins.Nodes([]ast.Node{(*ast.FuncDecl)(nil), (*ast.FuncLit)(nil), (*ast.CallExpr)(nil)}, func(n ast.Node, push bool) bool {
+		switch n := n.(type) {
+		case *ast.FuncDecl:
+			if push {
+				stack = append(stack, hasContextParam(pass, n.Type))
+			} else {
+				stack = stack[:len(stack)-1]
+			}
+		case *ast.FuncLit:
+			if push { // a closure sees its enclosing function's context
+				stack = append(stack, hasContextParam(pass, n.Type) || len(stack) > 0 && stack[len(stack)-1])
+			} else {
+				stack = stack[:len(stack)-1]
+			}
+		case *ast.CallExpr:
+			if !push {
+				return true
+			}
+			fn, _ := typeutil.Callee(pass.TypesInfo, n).(*types.Func)
+			if fn == nil {
+				return true
+			}
+			if msg := advice[fn.FullName()]; msg != "" {
+				report(n.Lparen, msg)
+			}
+			if len(stack) > 0 && stack[len(stack)-1] {
+				for _, arg := range n.Args {
+					if name := detached(pass, arg); name != "" {
+						report(arg.Pos(), name+" where the function has a context: the caller's deadline and the watchdog's verdict never reach this call; pass the context")
+					}
+				}
+			}
+		}
+		return true
+	})
+	return nil, nil
+}
+
+// detached returns "context.Background()" or "context.TODO()" if arg is
+// that call, else "".
+func detached(pass *analysis.Pass, arg ast.Expr) string {
+	call, ok := ast.Unparen(arg).(*ast.CallExpr)
+	if !ok {
+		return ""
+	}
+	fn, _ := typeutil.Callee(pass.TypesInfo, call).(*types.Func)
+	if fn == nil {
+		return ""
+	}
+	switch fn.FullName() {
+	case "context.Background":
+		return "context.Background()"
+	case "context.TODO":
+		return "context.TODO()"
+	}
+	return ""
+}
+
+// hasContextParam reports whether a function of type ft has a parameter of
+// type context.Context.
+func hasContextParam(pass *analysis.Pass, ft *ast.FuncType) bool {
+	if ft == nil || ft.Params == nil {
+		return false
+	}
+	for _, f := range ft.Params.List {
+		if t := pass.TypesInfo.TypeOf(f.Type); t != nil && isContext(t) {
+			return true
+		}
+	}
+	return false
+}
+
+func isContext(t types.Type) bool {
+	n, ok := t.(*types.Named)
+	if !ok {
+		return false
+	}
+	obj := n.Obj()
+	return obj.Pkg() != nil && obj.Pkg().Path() == "context" && obj.Name() == "Context"
+}
+
+type lineKey struct {
+	file string
+	line int
+}
+
+// acceptedLines maps each line a //watchdog:unbounded comment covers (its
+// own and the next) to the comment's reason.
+func acceptedLines(pass *analysis.Pass) map[lineKey]string {
+	out := map[lineKey]string{}
+	for _, f := range pass.Files {
+		for _, cg := range f.Comments {
+			for _, c := range cg.List {
+				if !strings.HasPrefix(c.Text, directive) {
+					continue
+				}
+				reason := strings.TrimSpace(strings.TrimPrefix(c.Text, directive))
+				p := pass.Fset.Position(c.Slash)
+				out[lineKey{p.Filename, p.Line}] = reason
+				out[lineKey{p.Filename, p.Line + 1}] = reason
+			}
+		}
+	}
+	return out
+}
