@@ -1,0 +1,155 @@
+// Package einowatchdog puts a watchdog deadline on every tool call of an
+// eino graph (github.com/cloudwego/eino): a per-tool cap and idle limit, as
+// tool-call middleware for compose.ToolsNodeConfig.
+//
+//	conf := &compose.ToolsNodeConfig{
+//		Tools:               tools,
+//		ToolCallMiddlewares: []compose.ToolMiddleware{einowatchdog.Middleware(einowatchdog.Budgets{
+//			Default: watchdog.CallLimits{Cap: 5 * time.Minute, Idle: 30 * time.Second},
+//		})},
+//	}
+//
+// An invokable tool runs as watchdog.CallWith(ctx, toolName, limits, ...):
+// its context carries the limits (and a Deadline), and the tool reports
+// progress with watchdog.Progress(ctx, n). A streamable tool's stream runs
+// under the limits until it ends: each chunk is progress, a stall or the
+// cap ends it with the *watchdog.VerdictError as the stream's last error,
+// and the tool's context is cancelled, so that a tool that honours it stops
+// producing. Inside a watched session the calls are tool-call evidence and
+// their overruns are recorded (see watchdog.CallWith); without one they run
+// on real timers.
+package einowatchdog
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+
+	"github.com/cloudwego/eino/compose"
+	"github.com/cloudwego/eino/schema"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// Budgets are the limits of tool calls, by tool name.
+type Budgets struct {
+	// Default is the limits of a tool that is not in Tools. A tool call
+	// with no limits (a zero Cap) fails with an error wrapping
+	// watchdog.ErrInvalidArgument, rather than run unbounded.
+	Default watchdog.CallLimits
+	// Tools are the limits of each named tool.
+	Tools map[string]watchdog.CallLimits
+}
+
+func (b *Budgets) limits(name string) watchdog.CallLimits {
+	if l, ok := b.Tools[name]; ok {
+		return l
+	}
+	return b.Default
+}
+
+// Middleware returns the tool-call middleware that runs every invokable and
+// streamable tool call under its tool's limits (the map is copied).
+func Middleware(b Budgets) compose.ToolMiddleware {
+	tools := make(map[string]watchdog.CallLimits, len(b.Tools))
+	for k, v := range b.Tools {
+		tools[k] = v
+	}
+	b.Tools = tools
+	return compose.ToolMiddleware{
+		Invokable: func(next compose.InvokableToolEndpoint) compose.InvokableToolEndpoint {
+			return func(ctx context.Context, in *compose.ToolInput) (*compose.ToolOutput, error) {
+				var out *compose.ToolOutput
+				err := watchdog.CallWith(ctx, in.Name, b.limits(in.Name), func(cctx context.Context) error {
+					var err error
+					out, err = next(cctx, in)
+					return err
+				})
+				if err != nil {
+					return nil, err
+				}
+				return out, nil
+			}
+		},
+		Streamable: func(next compose.StreamableToolEndpoint) compose.StreamableToolEndpoint {
+			return func(ctx context.Context, in *compose.ToolInput) (*compose.StreamToolOutput, error) {
+				return guardStream(ctx, in, b.limits(in.Name), next)
+			}
+		},
+	}
+}
+
+type item struct {
+	chunk string
+	err   error
+}
+
+// guardStream runs a streamable tool call and its stream under l: the call
+// lasts until the stream ends. The caller reads a stream of its own, fed by
+// the call, so that a stall ends it even while the tool's stream blocks.
+func guardStream(ctx context.Context, in *compose.ToolInput, l watchdog.CallLimits, next compose.StreamableToolEndpoint) (*compose.StreamToolOutput, error) {
+	out, w := schema.Pipe[string](16)
+	opened := make(chan error, 1) // the endpoint's error, or nil once the stream flows
+	go func() {
+		defer w.Close()
+		var streaming atomic.Bool // written by the call's goroutine, which an abandoning call leaves behind
+		err := watchdog.CallWith(ctx, in.Name, l, func(cctx context.Context) error {
+			res, err := next(cctx, in)
+			if err != nil {
+				return err
+			}
+			if res == nil || res.Result == nil {
+				return errors.New("einowatchdog: the tool returned no stream")
+			}
+			streaming.Store(true)
+			opened <- nil
+			src := res.Result
+			defer src.Close()
+			items := make(chan item)
+			go func() { // the tool's stream does not honour a context: read it apart
+				for {
+					c, err := src.Recv()
+					select {
+					case items <- item{c, err}:
+					case <-cctx.Done():
+						return
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+			var n uint64
+			for {
+				select {
+				case it := <-items:
+					switch {
+					case it.err == io.EOF:
+						return nil
+					case it.err != nil:
+						w.Send("", it.err)
+						return nil
+					}
+					n++
+					watchdog.Progress(cctx, n)
+					if w.Send(it.chunk, nil) {
+						return nil // the reader closed its stream
+					}
+				case <-cctx.Done():
+					return context.Cause(cctx)
+				}
+			}
+		})
+		switch {
+		case !streaming.Load():
+			opened <- err
+		case err != nil:
+			w.Send("", err)
+		}
+	}()
+	if err := <-opened; err != nil {
+		return nil, err
+	}
+	return &compose.StreamToolOutput{Result: out}, nil
+}
