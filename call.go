@@ -1,0 +1,165 @@
+package watchdog
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sessionwatchdog/watchdog/internal/decide"
+)
+
+// Call runs fn as the handler name under budget: Within(ctx, LayerHandler,
+// name, budget, fn).
+func Call(ctx context.Context, name string, budget time.Duration, fn func(ctx context.Context) error) error {
+	return Within(ctx, LayerHandler, name, budget, fn)
+}
+
+// CallLimits are the limits of a call run with CallWith.
+type CallLimits struct {
+	// Cap is the longest the call may run, from its start; no progress
+	// extends it. Required (positive).
+	Cap time.Duration
+	// Idle is the longest the call may go without progress (see Progress)
+	// after its first progress. Zero means no idle limit.
+	Idle time.Duration
+	// FirstProgress is the longest the call may go, from its start, before
+	// its first progress: the time to a first chunk or token, which a
+	// reasoning model may spend thinking. Zero means Idle.
+	FirstProgress time.Duration
+}
+
+// CallWith runs fn as the handler name, as Call does, under the limits l:
+// l.Cap from the call's start, which nothing extends, and the idle limits,
+// which progress refreshes. Progress is a Progress call on fn's context (or
+// a context derived from it) whose value exceeds every value reported
+// before: each pushes the idle deadline to l.Idle after it, and the same
+// value again (a keep-alive) does not. Whichever limit comes first ends fn's
+// context with a *VerdictError: Rule "handler_idle" (reason
+// handler_idle_exceeded, Elapsed the time without progress, Budget the idle
+// limit that applied) or "handler_deadline" (the cap), both matching
+// ErrDeadlineExceeded. The recorded runtime.handler.deadline_exceeded event
+// carries the rule, the last progress value and when it advanced (progress,
+// progress_at). With a session, progress instants have the evidence
+// resolution (50 ms): an idle limit may end a call up to 50 ms early. An
+// idle limit at or above the cap never fires before it. A zero or negative
+// Cap, or a negative idle limit, is an error wrapping ErrInvalidArgument;
+// otherwise see Within.
+func CallWith(ctx context.Context, name string, l CallLimits, fn func(ctx context.Context) error) error {
+	if l.Idle < 0 || l.FirstProgress < 0 {
+		return fmt.Errorf("%w: handler %q: negative idle limit (idle %v, first progress %v)", ErrInvalidArgument, name, l.Idle, l.FirstProgress)
+	}
+	first := l.FirstProgress
+	if first == 0 {
+		first = l.Idle
+	}
+	return within(ctx, LayerHandler, name, l.Cap, l.Idle, first, fn)
+}
+
+// Progress reports that the call ctx belongs to (its innermost deadline
+// layer: CallWith, Call or Within) has made progress, as value (a step
+// count, bytes or chunks received). It counts only when value exceeds every
+// value reported for that call before (the first counts if above zero), so
+// a keep-alive that repeats a value keeps nothing alive. A counted report
+// refreshes the call's idle deadline (never its cap, see CallWith), is kept for the call's
+// deadline record, and counts as tool-call evidence (ChannelMCPTool) on the
+// call's session. It reports whether it counted: false without a deadline
+// layer in ctx. Lock-free and free of allocations; safe for concurrent use.
+func Progress(ctx context.Context, value uint64) bool {
+	if ctx == nil {
+		return false
+	}
+	l := layerFrom(ctx)
+	if l == nil {
+		return false
+	}
+	for {
+		p := l.prog.Load()
+		if value <= p {
+			return false
+		}
+		if l.prog.CompareAndSwap(p, value) {
+			break
+		}
+	}
+	var off int64
+	if l.w != nil {
+		off = l.w.coarseNow() - toNanos(l.started)
+	} else {
+		off = int64(time.Since(l.started))
+	}
+	if l.progAt.Swap(max(off, 0)+1) == 0 && l.idle > 0 && l.idle < l.first {
+		l.rearm() // the first progress: the shorter idle limit applies from now on
+	}
+	if l.s != nil {
+		l.s.Touch(ChannelMCPTool)
+	}
+	return true
+}
+
+// rearm moves the layer's next check to what hit says now: after its first
+// progress, when the idle limit is shorter than the first-progress one.
+func (l *layer) rearm() {
+	w := l.w
+	if w == nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.state != layerRunning || l.timers[0] == nil {
+			return
+		}
+		now := time.Now()
+		_, next := l.hit(now)
+		l.timers[0].Stop()
+		l.timers[0] = time.AfterFunc(max(next.Sub(now), 0), l.fireReal)
+		return
+	}
+	now := w.now()
+	w.mu.Lock()
+	if l.state != layerRunning {
+		w.mu.Unlock()
+		return
+	}
+	_, next := l.hit(now)
+	due := toNanos(next)
+	if next.IsZero() {
+		due = toNanos(now) // already due
+	}
+	w.heap.Push(&l.item, due)
+	w.mu.Unlock()
+	w.wakeBy(due)
+}
+
+// idleRef is when the layer last made progress: its start if never since.
+func (l *layer) idleRef() time.Time {
+	if at := l.progAt.Load(); at > 0 {
+		return l.started.Add(time.Duration(at - 1))
+	}
+	return l.started
+}
+
+// idleLimit is the idle limit that applies: before the first progress,
+// the first one.
+func (l *layer) idleLimit() time.Duration {
+	if l.progAt.Load() == 0 {
+		return l.first
+	}
+	return l.idle
+}
+
+// hit reports the limit the layer has hit at now ("" for none, "cap" or
+// "idle"; the cap first), and else the next instant to look again.
+func (l *layer) hit(now time.Time) (string, time.Time) {
+	if decide.Expired(l.started, l.budget, now) {
+		return "cap", time.Time{}
+	}
+	next := l.deadline
+	if idle := l.idleLimit(); idle > 0 {
+		ref := l.idleRef()
+		if decide.Expired(ref, idle, now) {
+			return "idle", time.Time{}
+		}
+		if d := ref.Add(idle); d.Before(next) {
+			next = d
+		}
+	}
+	return "", next
+}
