@@ -16,11 +16,16 @@ import (
 // each value sent on the returned channel as progress (the reply says
 // whether it counted) until its context ends.
 func progressingCall(ctx context.Context, idle, limit time.Duration) (report func(uint64) bool, res <-chan error) {
+	return progressingCallWith(ctx, watchdog.CallLimits{Cap: limit, Idle: idle})
+}
+
+// progressingCallWith is progressingCall under the limits l.
+func progressingCallWith(ctx context.Context, l watchdog.CallLimits) (report func(uint64) bool, res <-chan error) {
 	values, counted := make(chan uint64), make(chan bool)
 	out := make(chan error, 1)
 	entered := make(chan struct{})
 	go func() {
-		out <- watchdog.CallWith(ctx, "build", watchdog.CallLimits{Cap: limit, Idle: idle}, func(ctx context.Context) error {
+		out <- watchdog.CallWith(ctx, "build", l, func(ctx context.Context) error {
 			defer watchdog.Step(ctx, "compile")()
 			close(entered)
 			for {
@@ -216,32 +221,14 @@ func TestReplayRederivesACallsIdleFireFromItsLastProgress(t *testing.T) {
 // ones; it counts from the call's start.
 func TestAFirstProgressLimitAppliesUntilTheFirstProgressOnly(t *testing.T) {
 	mock := newMock()
-	store := watchdog.NewMemoryStore()
-	w := newWatchdog(t, mock, store)
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
 	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
 	require.NoError(t, err)
-	values, counted := make(chan uint64), make(chan bool)
-	res := make(chan error, 1)
-	entered := make(chan struct{})
-	go func() {
-		res <- watchdog.CallWith(s.Context(), "llm", watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 10 * time.Second},
-			func(ctx context.Context) error {
-				close(entered)
-				for {
-					select {
-					case v := <-values:
-						counted <- watchdog.Progress(ctx, v)
-					case <-ctx.Done():
-						return ctx.Err()
-					}
-				}
-			})
-	}()
-	<-entered
+	l := watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 10 * time.Second}
+	report, res := progressingCallWith(s.Context(), l)
 	advance(t, mock, 9*time.Second, w)
 	notYet(t, res, "9s: thinking")
-	values <- 1
-	require.True(t, <-counted)
+	require.True(t, report(1))
 	advance(t, mock, 999*time.Millisecond, w)
 	notYet(t, res, "9.999s")
 	advance(t, mock, time.Millisecond, w)
@@ -251,12 +238,7 @@ func TestAFirstProgressLimitAppliesUntilTheFirstProgressOnly(t *testing.T) {
 	assert.Equal(t, time.Second, v.Budget, "the idle limit after the first progress")
 
 	// Silent from the start: the first-progress limit fires.
-	entered = make(chan struct{})
-	go func() {
-		res <- watchdog.CallWith(s.Context(), "llm", watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 10 * time.Second},
-			func(ctx context.Context) error { close(entered); <-ctx.Done(); return ctx.Err() })
-	}()
-	<-entered
+	_, res = progressingCallWith(s.Context(), l)
 	advance(t, mock, 9999*time.Millisecond, w)
 	notYet(t, res, "9.999s without a first progress")
 	advance(t, mock, time.Millisecond, w)
@@ -272,27 +254,9 @@ func TestAfterTheFirstProgressTheShorterIdleLimitAppliesAtOnce(t *testing.T) {
 	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
 	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
 	require.NoError(t, err)
-	values, counted := make(chan uint64), make(chan bool)
-	res := make(chan error, 1)
-	entered := make(chan struct{})
-	go func() {
-		res <- watchdog.CallWith(s.Context(), "llm", watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 30 * time.Second},
-			func(ctx context.Context) error {
-				close(entered)
-				for {
-					select {
-					case v := <-values:
-						counted <- watchdog.Progress(ctx, v)
-					case <-ctx.Done():
-						return ctx.Err()
-					}
-				}
-			})
-	}()
-	<-entered
+	report, res := progressingCallWith(s.Context(), watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 30 * time.Second})
 	advance(t, mock, time.Second, w)
-	values <- 1
-	require.True(t, <-counted)
+	require.True(t, report(1))
 	advance(t, mock, 999*time.Millisecond, w)
 	notYet(t, res, "1.999s")
 	advance(t, mock, time.Millisecond, w)
