@@ -183,7 +183,8 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 		backoff := actionBackoff(s.cfg.limits.SettleInterval, s.rare.failed)
 		e := s.event(KindActionFailed, now)
 		e.Rule, e.Reason, e.DecidedByDecisionID, e.Error = it.v.Rule, it.v.reason, it.v.DecisionID, cleanText(err.Error())
-		e.Attempt, e.LimitSeconds = s.rare.failed, backoff.Seconds()
+		failures := s.rare.failed
+		e.Attempt, e.LimitSeconds = failures, backoff.Seconds()
 		w.record(&ef, e)
 		due := toNanos(now.Add(backoff))
 		w.heap.Push(&s.item, due)
@@ -193,7 +194,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 		w.apply(&ef)
 		w.log.Error("watchdog: action failed; the session keeps running and the rule is looked at again",
 			zap.String("session_id", s.id), zap.String("rule", it.v.Rule),
-			zap.String("decision_id", it.v.DecisionID), zap.Int("failures", s.rare.failed),
+			zap.String("decision_id", it.v.DecisionID), zap.Int("failures", failures),
 			zap.Duration("retry_in", backoff), zap.Error(err))
 		return
 	}

@@ -60,16 +60,20 @@ func CallWith(ctx context.Context, name string, l CallLimits, fn func(ctx contex
 // count, bytes or chunks received). It counts only when value exceeds every
 // value reported for that call before (the first counts if above zero), so
 // a keep-alive that repeats a value keeps nothing alive. A counted report
-// refreshes the call's idle deadline (never its cap, see CallWith), is kept for the call's
-// deadline record, and counts as tool-call evidence (ChannelMCPTool) on the
-// call's session. It reports whether it counted: false without a deadline
-// layer in ctx. Lock-free and free of allocations; safe for concurrent use.
+// refreshes the call's idle deadline (never its cap, see CallWith), is kept
+// for the call's deadline record, is progress of the calls enclosing it too
+// (each counts one step), and counts as tool-call evidence (ChannelMCPTool)
+// on the call's session. It reports whether it counted: false without a
+// deadline layer in ctx, and once the call has returned or was abandoned (a
+// goroutine left behind keeps nothing alive). Safe for concurrent use and
+// free of allocations; lock-free except at a call's first progress when its
+// idle limit is shorter than its first-progress limit.
 func Progress(ctx context.Context, value uint64) bool {
 	if ctx == nil {
 		return false
 	}
 	l := layerFrom(ctx)
-	if l == nil {
+	if l == nil || l.ended.Load() {
 		return false
 	}
 	for {
@@ -81,6 +85,22 @@ func Progress(ctx context.Context, value uint64) bool {
 			break
 		}
 	}
+	l.progressed()
+	for p := l.parent; p != nil; p = p.parent {
+		if !p.ended.Load() { // an enclosing call progresses with it: one step
+			p.prog.Add(1)
+			p.progressed()
+		}
+	}
+	if l.s != nil {
+		l.s.Touch(ChannelMCPTool)
+	}
+	return true
+}
+
+// progressed stamps the layer's progress now, and moves its next check to
+// the idle limit at its first progress if that is shorter.
+func (l *layer) progressed() {
 	var off int64
 	if l.w != nil {
 		off = l.w.coarseNow() - toNanos(l.started)
@@ -90,10 +110,6 @@ func Progress(ctx context.Context, value uint64) bool {
 	if l.progAt.Swap(max(off, 0)+1) == 0 && l.idle > 0 && l.idle < l.first {
 		l.rearm() // the first progress: the shorter idle limit applies from now on
 	}
-	if l.s != nil {
-		l.s.Touch(ChannelMCPTool)
-	}
-	return true
 }
 
 // rearm moves the layer's next check to what hit says now: after its first

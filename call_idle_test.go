@@ -279,3 +279,27 @@ func TestAfterTheFirstProgressTheShorterIdleLimitAppliesAtOnce(t *testing.T) {
 		assert.Equal(t, 2*time.Second, time.Since(begin))
 	})
 }
+
+// Progress of an inner call is progress of the calls enclosing it: an
+// outer call with a 1 s idle limit lives on while its inner call reports
+// progress every 500 ms. Once a call has returned, its Progress counts no
+// more (a goroutine it left behind keeps nothing alive).
+func TestProgressReachesEnclosingCallsAndStopsWithItsCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var inner context.Context
+		err := watchdog.CallWith(context.Background(), "outer", watchdog.CallLimits{Cap: time.Hour, Idle: time.Second}, func(ctx context.Context) error {
+			return watchdog.CallWith(ctx, "inner", watchdog.CallLimits{Cap: time.Hour, Idle: time.Minute}, func(ctx context.Context) error {
+				inner = ctx
+				for i := uint64(1); i <= 10; i++ {
+					time.Sleep(500 * time.Millisecond)
+					if !watchdog.Progress(ctx, i) {
+						t.Errorf("progress %d did not count", i)
+					}
+				}
+				return nil
+			})
+		})
+		require.NoError(t, err, "the outer call saw the inner progress")
+		assert.False(t, watchdog.Progress(inner, 11), "the call has returned")
+	})
+}

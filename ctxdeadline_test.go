@@ -62,6 +62,15 @@ func TestContextsReportTheEarliestAbsoluteLimitAsTheirDeadline(t *testing.T) {
 		})
 		require.NoError(t, err)
 
+		// With an action of its own, a Watchdog may keep a session past its
+		// limit (a failing action): its context promises no deadline.
+		wa := watchdog.New(watchdog.WithAction(func(context.Context, *watchdog.Session, *watchdog.VerdictError) error { return nil }))
+		defer wa.Close(context.Background())
+		sa, err := wa.Start(context.Background(), "action", start, watchdog.Policy{WallClock: time.Hour})
+		require.NoError(t, err)
+		_, ok = sa.Context().Deadline()
+		assert.False(t, ok)
+
 		err = watchdog.Call(context.Background(), "alone", time.Minute, func(ctx context.Context) error {
 			d, ok := ctx.Deadline()
 			assert.True(t, ok)

@@ -44,6 +44,7 @@ type layer struct {
 	step     atomic.Pointer[string]
 	vctx     layerCtx      // the value context under fn's context
 	tctx     timeCtx       // fn's context
+	ended    atomic.Bool   // fn returned or was abandoned: Progress counts no more
 	prog     atomic.Uint64 // the last progress value (Progress)
 	progAt   atomic.Int64  // when progress last advanced: 1 + ns after started (coarse with a Watchdog); 0: never
 	item     sched.Item[timed]
@@ -413,6 +414,7 @@ func (w *Watchdog) unregisterLocked(l *layer, now time.Time) {
 // finish marks the layer done after fn returned and reports the deadline
 // error if the deadline had fired.
 func (l *layer) finish() error {
+	l.ended.Store(true)
 	w := l.w
 	if w == nil {
 		l.mu.Lock()
@@ -501,12 +503,14 @@ func (l *layer) graceReal() {
 	}
 	l.state = layerDone
 	l.mu.Unlock()
+	l.ended.Store(true)
 	close(l.abandon)
 }
 
 // markAbandoned and exited keep Watchdog.running, the count of abandoned
 // functions still running, exact whichever comes first.
 func (l *layer) markAbandoned() {
+	l.ended.Store(true)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.abandonedFlag = true
@@ -516,6 +520,7 @@ func (l *layer) markAbandoned() {
 }
 
 func (l *layer) exited() {
+	l.ended.Store(true)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.exitedFlag = true

@@ -227,8 +227,8 @@ func (c *sessionCtx) Deadline() (time.Time, bool) {
 // in act mode. None under a Clock other than the real one, whose instants
 // time.Until cannot compare with.
 func (s *Session) limitDeadline() (time.Time, bool) {
-	if s.w.rt == nil || s.cfg == nil {
-		return time.Time{}, false
+	if s.w.rt == nil || s.cfg == nil || s.w.action != nil {
+		return time.Time{}, false // a custom action may leave the context live past the limit
 	}
 	l := s.cfg.limits
 	var d time.Time
@@ -261,9 +261,10 @@ func (s *Session) ID() string { return s.id }
 // session ceiling, among the rules in act mode (a budget of supervised time
 // has none), so that deadline-aware clients (net/http, gRPC, pgx) can size
 // and forward their own timeouts. Only with the real Clock (also inside a
-// testing/synctest bubble): under another Clock, such as a *clock.Mock, it
-// reports the parent's deadline alone, because those clients compare the
-// deadline with the real clock.
+// testing/synctest bubble), and without WithAction (an action may keep the
+// session running past the limit): otherwise, for example under a
+// *clock.Mock, it reports the parent's deadline alone, because those
+// clients compare the deadline with the real clock.
 //
 // When a time limit ends it (every built-in rule, a deadline layer), its Err
 // is context.DeadlineExceeded, as for a context whose deadline passed, and
