@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -15,7 +16,7 @@ import (
 // rules from the latest one instead of starting them again, and a budget of
 // supervised time (Policy.SupervisedOnly) counts the owner alive until
 // then. It costs one event per changed window per d through the store.
-// Values below 50 ms mean 50 ms. Default: off (with a Leaser store the
+// Values from 1 ns to 50 ms mean 50 ms; zero or negative, off. Default: off (with a Leaser store the
 // heartbeat keeps checkpoints in the store without it).
 func WithCheckpoints(d time.Duration) Option {
 	return func(c *config) { c.ckptEach = d }
@@ -38,7 +39,8 @@ func (w *Watchdog) runCheckpoints(every time.Duration) {
 
 // RecordCheckpoint records c, a remote worker's evidence of session
 // c.SessionID (each channel's latest instant and counter, named as in the
-// session's policy), as a KindCheckpoint event in store, with no owner. A
+// session's policy), as a KindCheckpoint event in store, with no owner. An
+// instant later than this host's clock is recorded as now. A
 // Watchdog that resumes or adopts the window then continues the evidence
 // rules from it; the Watchdog watching the window now does not see it
 // (evidence reaches a live Session through Touch). c.Window 0 means the
@@ -61,14 +63,23 @@ func RecordCheckpoint(ctx context.Context, store EventStore, c Checkpoint) error
 		return fmt.Errorf("%w: checkpoint of %q: window %d with %d evidence entries (want a window >= 0 and 1 to %d entries)",
 			ErrInvalidArgument, c.SessionID, c.Window, len(c.Evidence), maxChannels)
 	}
+	now := time.Now().UTC()
 	ev := make([]EvidenceEntry, len(c.Evidence))
 	for i, en := range c.Evidence {
 		if err := checkName("channel", en.Channel); err != nil {
 			return fmt.Errorf("%w: checkpoint of %q: %w", ErrInvalidArgument, c.SessionID, err)
 		}
+		for _, prev := range ev[:i] {
+			if prev.Channel == en.Channel {
+				return fmt.Errorf("%w: checkpoint of %q: channel %q twice", ErrInvalidArgument, c.SessionID, en.Channel)
+			}
+		}
 		ev[i] = EvidenceEntry{Channel: en.Channel, Counter: en.Counter}
 		if en.LastAt != nil {
 			t := en.LastAt.UTC()
+			if t.After(now) { // a worker's clock ahead of this one's proves no later work
+				t = now
+			}
 			ev[i].LastAt = &t
 		}
 	}
@@ -98,9 +109,15 @@ func RecordCheckpoint(ctx context.Context, store EventStore, c Checkpoint) error
 	if opening == nil {
 		return fmt.Errorf("%w: %q window %d", ErrUnknownSession, c.SessionID, window)
 	}
+	if p := opening.Policy; p != nil {
+		for _, en := range ev {
+			if !slices.Contains(builtinChannels[:], en.Channel) && !slices.Contains(p.Channels, en.Channel) {
+				return fmt.Errorf("%w: checkpoint of %q: channel %q is not one of the session's", ErrInvalidArgument, c.SessionID, en.Channel)
+			}
+		}
+	}
 	var id [12]byte
 	_, _ = rand.Read(id[:])
-	now := time.Now().UTC()
 	e := Event{
 		ID:                      "cp-" + hex.EncodeToString(id[:]),
 		AggregateID:             c.SessionID,

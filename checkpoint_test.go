@@ -104,3 +104,37 @@ func TestARemoteWorkersCheckpointIsCarriedOverByTheResume(t *testing.T) {
 		require.NoError(t, w2.Close(context.Background()))
 	})
 }
+
+// A remote worker's checkpoint is checked: a channel the session does not
+// have, or twice, is refused; an instant ahead of this host's clock is
+// recorded as now, so a worker whose clock runs an hour ahead does not
+// keep a silent session alive for that hour.
+func TestARemoteWorkersCheckpointIsCheckedAndItsFutureClamped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := watchdog.NewMemoryStore()
+		p := watchdog.Policy{WallClock: 2 * time.Hour, IdleWindow: 30 * time.Second, SettleChecks: 1}
+		w1 := watchdog.New(watchdog.WithStore(store))
+		defer w1.Close(context.Background()) //nolint:errcheck // closed below; this ends a failed test
+		_, err := w1.Start(context.Background(), "agent", time.Now(), p)
+		require.NoError(t, err)
+		synctest.Wait()
+		ahead := time.Now().Add(time.Hour)
+		cp := func(ev ...watchdog.EvidenceEntry) error {
+			return watchdog.RecordCheckpoint(context.Background(), store, watchdog.Checkpoint{SessionID: "agent", Evidence: ev})
+		}
+		require.ErrorIs(t, cp(watchdog.EvidenceEntry{Channel: "telepathy", Counter: 1}), watchdog.ErrInvalidArgument)
+		require.ErrorIs(t, cp(watchdog.EvidenceEntry{Channel: "stdout", Counter: 1}, watchdog.EvidenceEntry{Channel: "stdout", Counter: 2}), watchdog.ErrInvalidArgument)
+		require.NoError(t, cp(watchdog.EvidenceEntry{Channel: "stdout", LastAt: &ahead, Counter: 3}))
+		recordedAt := time.Now().UTC()
+		require.NoError(t, w1.Close(context.Background()))
+
+		w2 := watchdog.New(watchdog.WithStore(store))
+		defer w2.Close(context.Background()) //nolint:errcheck // closed below; this ends a failed test
+		s2, err := w2.Resume(context.Background(), "agent", p)
+		require.NoError(t, err)
+		<-s2.Context().Done()
+		require.ErrorIs(t, context.Cause(s2.Context()), watchdog.ErrIdleExceeded)
+		assert.WithinDuration(t, recordedAt.Add(30*time.Second), time.Now(), 100*time.Millisecond, "30 s after the checkpoint was recorded, not after the worker's clock")
+		require.NoError(t, w2.Close(context.Background()))
+	})
+}

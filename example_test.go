@@ -120,10 +120,11 @@ func ExampleRecordCheckpoint() {
 
 	first := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(store))
 	_, _ = first.Start(ctx, "agent", mock.Now(), policy)
-	_ = first.Close(ctx) // the supervisor restarts
+	_ = first.Close(ctx) // the supervisor goes away
+	mock.Add(20 * time.Second)
 
-	// The worker, elsewhere: its last output was at 09:00:20.
-	lastOutput := mock.Now().Add(20 * time.Second)
+	// The worker, elsewhere: its last output is now, at 09:00:20.
+	lastOutput := mock.Now()
 	err := watchdog.RecordCheckpoint(ctx, store, watchdog.Checkpoint{
 		SessionID: "agent",
 		Evidence:  []watchdog.EvidenceEntry{{Channel: "stdout", LastAt: &lastOutput, Counter: 12}},

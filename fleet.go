@@ -115,6 +115,12 @@ func (w *Watchdog) checkpoints() ([]Checkpoint, []*Session, []uint64) {
 // each channel's latest instant and counter, so that the idle rule
 // continues from them. Called before the session is shared.
 func (w *Watchdog) seed(s *Session, ev []EvidenceEntry) {
+	// The evidence clock now, ticking: a seeded instant is then dated as
+	// itself, or at most one tick later if it equals the current stamp,
+	// like evidence touched now. One ahead of this clock proves no later
+	// work: it is taken as now.
+	w.refreshCoarse(toNanos(w.now()))
+	now := w.coarseNow()
 	var sum uint64
 	for i := range s.numChannels() {
 		name := s.channelName(i)
@@ -124,7 +130,7 @@ func (w *Watchdog) seed(s *Session, ev []EvidenceEntry) {
 			}
 			c := s.chanAt(Channel(i))
 			if en.LastAt != nil {
-				c.last.Store(toNanos(w.onTimeline(*en.LastAt)))
+				c.last.Store(min(toNanos(w.onTimeline(*en.LastAt)), now))
 			}
 			c.count.Store(en.Counter)
 			sum += en.Counter

@@ -18,6 +18,10 @@ type Iterator[T any] interface {
 // Guarded is a guarded Iterator (see Guard). Like the streams it wraps, it
 // is for one goroutine, except that the guard itself closes the stream from
 // another goroutine on a stall, which is what unblocks a Next in progress.
+// Always Close it (defer it): until Close, or until Next has returned
+// false, the guard runs, and a stream left unread stalls, is recorded as
+// such and closed. Time the caller spends between two Next calls counts
+// toward the idle limit too: consume promptly.
 type Guarded[T any] struct {
 	g        guard
 	it       Iterator[T]
@@ -33,8 +37,10 @@ type Guarded[T any] struct {
 // stream's error, or the guard's (an error matching ErrStalled, or
 // watchdog.ErrDeadlineExceeded for the cap, or ctx's cause), which takes
 // precedence; Close closes it and ends the guard. Limits the call refuses
-// (a Cap that is not positive) make the first Next return false and Err
-// return an error wrapping watchdog.ErrInvalidArgument.
+// (a Cap that is not positive), or a ctx already done, make the first Next
+// return false and Err return the reason (an error wrapping
+// watchdog.ErrInvalidArgument, or ctx's cause); the stream is closed at
+// Close.
 func Guard[T any](ctx context.Context, name string, it Iterator[T], l Limits, progress func(T) bool) *Guarded[T] {
 	s := &Guarded[T]{it: it, progress: progress}
 	s.g.start(ctx, name, l, func() { s.closeStream() })
@@ -69,8 +75,8 @@ func (s *Guarded[T]) Err() error {
 	return s.it.Err()
 }
 
-// Close ends the guard and closes the stream; it returns the stream's Close
-// error (nil if the guard had closed it).
+// Close ends the guard and closes the stream (once: if the guard closed it
+// on a stall, Close returns that Close's error).
 func (s *Guarded[T]) Close() error {
 	s.g.finish()
 	s.closeStream()

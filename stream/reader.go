@@ -16,7 +16,8 @@ import (
 // cap; ctx's cause). Close ends the guard and closes rc. Limits the call
 // refuses make Read return an error wrapping watchdog.ErrInvalidArgument.
 // Like most readers, it is for one goroutine at a time, except that the
-// guard closes rc from another.
+// guard closes rc from another. Always Close it: until Close or io.EOF the
+// guard runs, and a body left unread stalls and is recorded as such.
 func Reader(ctx context.Context, name string, rc io.ReadCloser, l Limits) io.ReadCloser {
 	r := &reader{rc: rc}
 	r.g.start(ctx, name, l, func() { r.closeBody() })

@@ -8,7 +8,10 @@ import (
 // Seq guards the sequence produce returns, as a call named name with the
 // limits l (see the package doc). produce is called with the call's context
 // and must stop when it ends: that is how a stall, the cap or ctx's end
-// unblocks it. progress says whether a value is progress (nil: every value
+// unblocks it (a producer that ignores its context keeps the sequence
+// waiting). An error the producer yields once the guard ended its context
+// (typically ctx.Err()) is replaced by the guard's, and ends the sequence.
+// Time the consumer spends between two values counts too: consume promptly. progress says whether a value is progress (nil: every value
 // without an error is). The sequence yields produce's values and errors; if
 // the guard stopped the producer (a stall: an error matching ErrStalled;
 // the cap: watchdog.ErrDeadlineExceeded; ctx's cause), it then yields that
@@ -27,6 +30,16 @@ func Seq[T any](ctx context.Context, name string, produce func(ctx context.Conte
 		for v, err := range produce(g.ctx) {
 			if err == nil && (progress == nil || progress(v)) {
 				g.chunk()
+			}
+			if err != nil && g.ctx.Err() != nil {
+				// The producer stopped because the guard ended its
+				// context: say why (a stall, the cap, ctx's end).
+				if gerr := g.finish(); gerr != nil {
+					err = gerr
+				}
+				var zero T
+				yield(zero, err)
+				return
 			}
 			if !yield(v, err) {
 				g.finish()
