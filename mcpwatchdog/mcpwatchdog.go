@@ -27,7 +27,10 @@ package mcpwatchdog
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -52,7 +55,30 @@ type Guard struct {
 	budgets Budgets
 	seq     atomic.Uint64
 	mu      sync.Mutex
-	calls   map[string]context.Context // progress token -> the call's context
+	calls   map[callKey][]*context.Context // a client session's progress token -> the contexts of its calls in flight
+}
+
+// callKey names the calls a progress notification is for: its client
+// session and its token, as text (a number the peer echoes back as a
+// float64 names the same call as the integer sent).
+type callKey struct {
+	session *mcp.ClientSession
+	token   string
+}
+
+func tokenKey(t any) string {
+	switch v := t.(type) {
+	case string:
+		return "s:" + v
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1<<63 {
+			return "n:" + strconv.FormatInt(int64(v), 10)
+		}
+		return "f:" + strconv.FormatFloat(v, 'g', -1, 64)
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return "n:" + fmt.Sprint(v)
+	}
+	return fmt.Sprintf("%T:%v", t, t)
 }
 
 // New returns a Guard with budgets b (the map is copied).
@@ -62,7 +88,7 @@ func New(b Budgets) *Guard {
 		tools[k] = v
 	}
 	b.Tools = tools
-	return &Guard{budgets: b, calls: map[string]context.Context{}}
+	return &Guard{budgets: b, calls: map[callKey][]*context.Context{}}
 }
 
 // limits returns the limits of the tool named name.
@@ -75,30 +101,46 @@ func (g *Guard) limits(name string) watchdog.CallLimits {
 
 // Middleware returns the client's sending middleware (add it with
 // Client.AddSendingMiddleware): every tools/call runs under its tool's
-// limits. A call without a progress token gets one, so that the server's
-// progress notifications reach the Guard (see ProgressHandler). Other
+// limits. A call without a progress token is sent with one (on a copy of
+// its params), so that the server's progress notifications reach the Guard
+// (see ProgressHandler). Notifications are matched to calls by client
+// session and token; calls that share a token share its progress. Other
 // methods pass through.
 func (g *Guard) Middleware() mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			p, ok := req.GetParams().(*mcp.CallToolParams)
-			if method != "tools/call" || !ok || p == nil {
+			cr, ok := req.(*mcp.ClientRequest[mcp.Params]) // what ClientSession.CallTool sends
+			if method != "tools/call" || !ok {
+				return next(ctx, method, req)
+			}
+			p, ok := cr.Params.(*mcp.CallToolParams)
+			if !ok || p == nil {
 				return next(ctx, method, req)
 			}
 			token := p.GetProgressToken()
-			if token == nil {
+			if token == nil { // on a copy: the caller's params stay as they were
+				cp, params := *cr, *p
+				params.Meta = maps.Clone(p.Meta)
 				token = fmt.Sprintf("watchdog-%d", g.seq.Add(1))
-				p.SetProgressToken(token)
+				params.SetProgressToken(token)
+				cp.Params = &params
+				req = &cp
 			}
-			key := fmt.Sprint(token)
+			key := callKey{cr.Session, tokenKey(token)}
 			var res mcp.Result
 			err := watchdog.CallWith(ctx, p.Name, g.limits(p.Name), func(cctx context.Context) error {
+				entry := &cctx
 				g.mu.Lock()
-				g.calls[key] = cctx
+				g.calls[key] = append(g.calls[key], entry)
 				g.mu.Unlock()
 				defer func() {
 					g.mu.Lock()
-					delete(g.calls, key)
+					rest := slices.DeleteFunc(g.calls[key], func(e *context.Context) bool { return e == entry })
+					if len(rest) == 0 {
+						delete(g.calls, key)
+					} else {
+						g.calls[key] = rest
+					}
 					g.mu.Unlock()
 				}()
 				var err error
@@ -120,15 +162,15 @@ func (g *Guard) Middleware() mcp.Middleware {
 // alive. next, if not nil, is called with every notification.
 func (g *Guard) ProgressHandler(next func(context.Context, *mcp.ProgressNotificationClientRequest)) func(context.Context, *mcp.ProgressNotificationClientRequest) {
 	return func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
-		if req != nil && req.Params != nil {
+		if req != nil && req.Params != nil && req.Params.Progress > 0 && !math.IsInf(req.Params.Progress, 0) {
 			p := req.Params
 			g.mu.Lock()
-			cctx := g.calls[fmt.Sprint(p.ProgressToken)]
+			calls := slices.Clone(g.calls[callKey{req.Session, tokenKey(p.ProgressToken)}])
 			g.mu.Unlock()
 			// Non-negative floats order as their bits do: progress 0.5 <
 			// 0.75 < 1 < 2 as values that Progress compares.
-			if cctx != nil && p.Progress > 0 && !math.IsInf(p.Progress, 0) {
-				watchdog.Progress(cctx, math.Float64bits(p.Progress))
+			for _, cctx := range calls {
+				watchdog.Progress(*cctx, math.Float64bits(p.Progress))
 			}
 		}
 		if next != nil {

@@ -169,3 +169,42 @@ func TestAToolWithoutLimitsIsRefused(t *testing.T) {
 		require.NoError(t, cs.Close())
 	})
 }
+
+// A caller's own progress token is matched whatever its JSON round trip
+// does to it (a large integer comes back as a float64), and the params of
+// a call without one are left as the caller made them.
+func TestProgressTokensMatchAndTheCallersParamsStayAsTheyWere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs := connect(t, mcpwatchdog.New(budgets), make(chan string, 4))
+		params := &mcp.CallToolParams{Name: "works"}
+		params.SetProgressToken(1234567)
+		_, err := cs.CallTool(context.Background(), params)
+		require.NoError(t, err, "the progress under token 1234567 reached the call")
+
+		plain := &mcp.CallToolParams{Name: "works"}
+		_, err = cs.CallTool(context.Background(), plain)
+		require.NoError(t, err)
+		assert.Nil(t, plain.GetProgressToken(), "the caller's params were not written")
+		require.NoError(t, cs.Close())
+	})
+}
+
+// Two calls in flight with the same token both get its progress; the end
+// of one does not take it from the other.
+func TestCallsThatShareATokenShareItsProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs := connect(t, mcpwatchdog.New(budgets), make(chan string, 4))
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() {
+				p := &mcp.CallToolParams{Name: "works"}
+				p.SetProgressToken("shared")
+				_, err := cs.CallTool(context.Background(), p)
+				errs <- err
+			}()
+		}
+		require.NoError(t, <-errs)
+		require.NoError(t, <-errs)
+		require.NoError(t, cs.Close())
+	})
+}
