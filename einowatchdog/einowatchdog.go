@@ -15,7 +15,11 @@
 // under the limits until it ends: each chunk is progress, a stall or the
 // cap ends it with the *watchdog.VerdictError as the stream's last error,
 // and the tool's context is cancelled, so that a tool that honours it stops
-// producing. Inside a watched session the calls are tool-call evidence and
+// producing. The time the graph takes to read the stream counts too (a reader
+// slower than the tool's idle limit, with 16 chunks buffered, ends it), and a
+// reader that closes the stream early is noticed at the next chunk. Enhanced
+// tools (multimodal results) are guarded the same way. Inside a watched
+// session the calls are tool-call evidence and
 // their overruns are recorded (see watchdog.CallWith); without one they run
 // on real timers.
 package einowatchdog
@@ -74,44 +78,83 @@ func Middleware(b Budgets) compose.ToolMiddleware {
 		},
 		Streamable: func(next compose.StreamableToolEndpoint) compose.StreamableToolEndpoint {
 			return func(ctx context.Context, in *compose.ToolInput) (*compose.StreamToolOutput, error) {
-				return guardStream(ctx, in, b.limits(in.Name), next)
+				sr, err := guardStream(ctx, in, b.limits(in.Name), func(ctx context.Context) (*schema.StreamReader[string], error) {
+					out, err := next(ctx, in)
+					if err != nil || out == nil {
+						return nil, err
+					}
+					return out.Result, nil
+				})
+				if err != nil {
+					return nil, err
+				}
+				return &compose.StreamToolOutput{Result: sr}, nil
+			}
+		},
+		EnhancedInvokable: func(next compose.EnhancedInvokableToolEndpoint) compose.EnhancedInvokableToolEndpoint {
+			return func(ctx context.Context, in *compose.ToolInput) (*compose.EnhancedInvokableToolOutput, error) {
+				var out *compose.EnhancedInvokableToolOutput
+				err := watchdog.CallWith(ctx, in.Name, b.limits(in.Name), func(cctx context.Context) error {
+					var err error
+					out, err = next(cctx, in)
+					return err
+				})
+				if err != nil {
+					return nil, err
+				}
+				return out, nil
+			}
+		},
+		EnhancedStreamable: func(next compose.EnhancedStreamableToolEndpoint) compose.EnhancedStreamableToolEndpoint {
+			return func(ctx context.Context, in *compose.ToolInput) (*compose.EnhancedStreamableToolOutput, error) {
+				sr, err := guardStream(ctx, in, b.limits(in.Name), func(ctx context.Context) (*schema.StreamReader[*schema.ToolResult], error) {
+					out, err := next(ctx, in)
+					if err != nil || out == nil {
+						return nil, err
+					}
+					return out.Result, nil
+				})
+				if err != nil {
+					return nil, err
+				}
+				return &compose.EnhancedStreamableToolOutput{Result: sr}, nil
 			}
 		},
 	}
 }
 
-type item struct {
-	chunk string
+type item[T any] struct {
+	chunk T
 	err   error
 }
 
 // guardStream runs a streamable tool call and its stream under l: the call
 // lasts until the stream ends. The caller reads a stream of its own, fed by
 // the call, so that a stall ends it even while the tool's stream blocks.
-func guardStream(ctx context.Context, in *compose.ToolInput, l watchdog.CallLimits, next compose.StreamableToolEndpoint) (*compose.StreamToolOutput, error) {
-	out, w := schema.Pipe[string](16)
+func guardStream[T any](ctx context.Context, in *compose.ToolInput, l watchdog.CallLimits, open func(context.Context) (*schema.StreamReader[T], error)) (*schema.StreamReader[T], error) {
+	out, w := schema.Pipe[T](16)
+	var zero T
 	opened := make(chan error, 1) // the endpoint's error, or nil once the stream flows
 	go func() {
 		defer w.Close()
 		var streaming atomic.Bool // written by the call's goroutine, which an abandoning call leaves behind
 		err := watchdog.CallWith(ctx, in.Name, l, func(cctx context.Context) error {
-			res, err := next(cctx, in)
+			src, err := open(cctx)
 			if err != nil {
 				return err
 			}
-			if res == nil || res.Result == nil {
+			if src == nil {
 				return errors.New("einowatchdog: the tool returned no stream")
 			}
 			streaming.Store(true)
 			opened <- nil
-			src := res.Result
 			defer src.Close()
-			items := make(chan item)
+			items := make(chan item[T])
 			go func() { // the tool's stream does not honour a context: read it apart
 				for {
 					c, err := src.Recv()
 					select {
-					case items <- item{c, err}:
+					case items <- item[T]{c, err}:
 					case <-cctx.Done():
 						return
 					}
@@ -128,7 +171,7 @@ func guardStream(ctx context.Context, in *compose.ToolInput, l watchdog.CallLimi
 					case it.err == io.EOF:
 						return nil
 					case it.err != nil:
-						w.Send("", it.err)
+						w.Send(zero, it.err)
 						return nil
 					}
 					n++
@@ -145,11 +188,11 @@ func guardStream(ctx context.Context, in *compose.ToolInput, l watchdog.CallLimi
 		case !streaming.Load():
 			opened <- err
 		case err != nil:
-			w.Send("", err)
+			w.Send(zero, err)
 		}
 	}()
 	if err := <-opened; err != nil {
 		return nil, err
 	}
-	return &compose.StreamToolOutput{Result: out}, nil
+	return out, nil
 }

@@ -195,3 +195,25 @@ func TestAToolCallInASessionIsRecorded(t *testing.T) {
 		assert.True(t, found)
 	})
 }
+
+// enhanced is an enhanced (multimodal) invokable tool that stalls.
+type enhanced struct{}
+
+func (enhanced) Info(context.Context) (*schema.ToolInfo, error) {
+	return &schema.ToolInfo{Name: "snapshot", Desc: "snapshot"}, nil
+}
+
+func (enhanced) InvokableRun(ctx context.Context, _ *schema.ToolArgument, _ ...tool.Option) (*schema.ToolResult, error) {
+	<-ctx.Done()
+	return nil, context.Cause(ctx)
+}
+
+// Enhanced tools are guarded too: a stalled one ends at its idle limit.
+func TestAnEnhancedToolIsGuardedToo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		begin := time.Now()
+		_, err := chain(t, enhanced{}).Invoke(context.Background(), call("snapshot"))
+		assert.Equal(t, "handler_idle", verdict(t, err).Rule)
+		assert.Equal(t, 300*time.Millisecond, time.Since(begin))
+	})
+}
