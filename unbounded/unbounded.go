@@ -56,6 +56,10 @@ var advice = map[string]string{
 	"(*net/http.Client).PostForm": "Client.PostForm has no context; use http.NewRequestWithContext and Client.Do",
 	"net/http.NewRequest":         "http.NewRequest makes a request without a context; use http.NewRequestWithContext",
 	"net.Dial":                    "net.Dial has no deadline; use a net.Dialer's DialContext",
+	"(*net.Dialer).Dial":          "Dialer.Dial has no context; use DialContext",
+	"net.DialTCP":                 "net.DialTCP has no deadline; use a net.Dialer's DialContext",
+	"net.DialUDP":                 "net.DialUDP has no deadline; use a net.Dialer's DialContext",
+	"net.DialUnix":                "net.DialUnix has no deadline; use a net.Dialer's DialContext",
 }
 
 const directive = "//watchdog:unbounded"
@@ -63,9 +67,14 @@ const directive = "//watchdog:unbounded"
 func run(pass *analysis.Pass) (any, error) {
 	ins := pass.ResultOf[inspect.Analyzer].(*inspector.Inspector)
 	accepted := acceptedLines(pass)
-	report := func(pos token.Pos, msg string) {
+	report := func(call *ast.CallExpr, pos token.Pos, msg string) {
 		p := pass.Fset.Position(pos)
-		if reason, ok := accepted[lineKey{p.Filename, p.Line}]; ok {
+		reason, ok := accepted[lineKey{p.Filename, p.Line}]
+		if !ok { // a directive over a multi-line call's first line covers its arguments
+			c := pass.Fset.Position(call.Pos())
+			reason, ok = accepted[lineKey{c.Filename, c.Line}]
+		}
+		if ok {
 			if reason != "" {
 				return
 			}
@@ -98,12 +107,12 @@ func run(pass *analysis.Pass) (any, error) {
 				return true
 			}
 			if msg := advice[fn.FullName()]; msg != "" {
-				report(n.Lparen, msg)
+				report(n, n.Lparen, msg)
 			}
 			if len(stack) > 0 && stack[len(stack)-1] {
 				for _, arg := range n.Args {
 					if name := detached(pass, arg); name != "" {
-						report(arg.Pos(), name+" where the function has a context: the caller's deadline and the watchdog's verdict never reach this call; pass the context")
+						report(n, arg.Pos(), name+" where the function has a context: the caller's deadline and the watchdog's verdict never reach this call; pass the context")
 					}
 				}
 			}
@@ -148,7 +157,7 @@ func hasContextParam(pass *analysis.Pass, ft *ast.FuncType) bool {
 }
 
 func isContext(t types.Type) bool {
-	n, ok := t.(*types.Named)
+	n, ok := types.Unalias(t).(*types.Named)
 	if !ok {
 		return false
 	}
@@ -168,10 +177,11 @@ func acceptedLines(pass *analysis.Pass) map[lineKey]string {
 	for _, f := range pass.Files {
 		for _, cg := range f.Comments {
 			for _, c := range cg.List {
-				if !strings.HasPrefix(c.Text, directive) {
-					continue
+				rest, ok := strings.CutPrefix(c.Text, directive)
+				if !ok || rest != "" && rest[0] != ' ' && rest[0] != '\t' {
+					continue // another directive, such as //watchdog:unboundedness
 				}
-				reason := strings.TrimSpace(strings.TrimPrefix(c.Text, directive))
+				reason := strings.TrimSpace(rest)
 				p := pass.Fset.Position(c.Slash)
 				out[lineKey{p.Filename, p.Line}] = reason
 				out[lineKey{p.Filename, p.Line + 1}] = reason

@@ -10,12 +10,14 @@ import (
 func tool(ctx context.Context, name string) error { return nil }
 
 func noContext() {
-	_ = exec.Command("sleep", "1")                     // want `exec.Command: no context ends its process`
-	_, _ = http.Get("http://x")                        // want `http.Get has no context`
-	_, _ = http.Post("http://x", "text/plain", nil)    // want `http.Post has no context`
-	_, _ = http.DefaultClient.Get("http://x")          // want `Client.Get has no context`
-	_, _ = http.NewRequest("GET", "http://x", nil)     // want `http.NewRequest makes a request without a context`
-	_, _ = net.Dial("tcp", "x:1")                      // want `net.Dial has no deadline`
+	_ = exec.Command("sleep", "1")                  // want `exec.Command: no context ends its process`
+	_, _ = http.Get("http://x")                     // want `http.Get has no context`
+	_, _ = http.Post("http://x", "text/plain", nil) // want `http.Post has no context`
+	_, _ = http.DefaultClient.Get("http://x")       // want `Client.Get has no context`
+	_, _ = http.NewRequest("GET", "http://x", nil)  // want `http.NewRequest makes a request without a context`
+	_, _ = net.Dial("tcp", "x:1")                   // want `net.Dial has no deadline`
+	var dl net.Dialer
+	_, _ = dl.Dial("tcp", "x:1")                       // want `Dialer.Dial has no context`
 	_ = tool(context.Background(), "fine: no context") // no context to pass here
 }
 
@@ -36,4 +38,17 @@ func withContext(ctx context.Context) {
 	_ = exec.Command("true") //watchdog:unbounded it returns at once
 	//watchdog:unbounded
 	_ = exec.Command("true") // want `a //watchdog:unbounded comment needs a reason`
+	//watchdog:unbounded the whole call, over several lines
+	_ = tool(
+		context.Background(),
+		"multi-line",
+	)
+	//watchdog:unboundedness is another directive
+	_ = exec.Command("true") // want `exec.Command: no context ends its process`
+}
+
+type ctxAlias = context.Context
+
+func withAlias(ctx ctxAlias) {
+	_ = tool(context.TODO(), "alias") // want `context.TODO\(\) where the function has a context`
 }
