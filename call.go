@@ -24,7 +24,8 @@ type CallLimits struct {
 	Idle time.Duration
 	// FirstProgress is the longest the call may go, from its start, before
 	// its first progress: the time to a first chunk or token, which a
-	// reasoning model may spend thinking. Zero means Idle.
+	// reasoning model may spend thinking. Zero means Idle. With Idle zero,
+	// there is no idle limit after the first progress.
 	FirstProgress time.Duration
 }
 

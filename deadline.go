@@ -129,7 +129,6 @@ func Step(ctx context.Context, name string) (end func()) {
 // Within runs fn under a deadline layer of kind layer, named name, with its
 // own budget carried in fn's context. The context is done at start + budget
 // with a *VerdictError cause naming the layer (errors.Is matches
-// ErrDeadlineExceeded, ErrDeadlineExceeded or
 // ErrDeadlineExceeded). The host enforces it: if fn has not returned
 // within the grace period after the deadline (the session policy's
 // HandlerGrace, default 5 s), Within returns the deadline

@@ -81,8 +81,13 @@ func (w *Watchdog) checkpoints() ([]Checkpoint, []*Session, []uint64) {
 		ss   []*Session
 		sums []uint64
 	)
-	for _, s := range all {
+	// From where the last pass stopped, so that past maxCheckpoints busy
+	// windows every one gets its turn.
+	from := int(w.ckptFrom.Load() % uint64(max(len(all), 1)))
+	for k := range all {
+		s := all[(from+k)%len(all)]
 		if len(cps) == maxCheckpoints {
+			w.ckptFrom.Store(uint64(from + k))
 			break
 		}
 		if s.state.Load() != stateRunning {

@@ -84,6 +84,7 @@ type Watchdog struct {
 	fleet    *fleet    // with a Leaser store, else nil
 
 	leaseRenewals, leaseFailures, adopted, disowned atomic.Int64
+	ckptFrom                                        atomic.Uint64 // where the next evidence checkpoint pass starts (see checkpoints)
 
 	ws     *workspace.Monitor // started on first WatchWorkspace; guarded by mu
 	wsHook func(*Session)     // tests only
