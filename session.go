@@ -271,8 +271,9 @@ func (s *Session) ID() string { return s.id }
 // context.Cause is the *VerdictError; a stop, Close and a liveness rule of
 // your own leave Err context.Canceled. Contexts derived with WithValue
 // report the same Err; those derived with WithCancel, WithTimeout or
-// WithDeadline report context.Canceled (Go's context package passes a
-// cancellation down as Canceled), with the same cause.
+// WithDeadline that end because it ended report context.Canceled (Go's
+// context package passes a cancellation down as Canceled), with the same
+// cause.
 func (s *Session) Context() context.Context { return &s.ctx }
 
 // Window returns the window number, from 1.
