@@ -64,16 +64,7 @@ func Middleware(b Budgets) compose.ToolMiddleware {
 	return compose.ToolMiddleware{
 		Invokable: func(next compose.InvokableToolEndpoint) compose.InvokableToolEndpoint {
 			return func(ctx context.Context, in *compose.ToolInput) (*compose.ToolOutput, error) {
-				var out *compose.ToolOutput
-				err := watchdog.CallWith(ctx, in.Name, b.limits(in.Name), func(cctx context.Context) error {
-					var err error
-					out, err = next(cctx, in)
-					return err
-				})
-				if err != nil {
-					return nil, err
-				}
-				return out, nil
+				return invoke(ctx, in, b.limits(in.Name), next)
 			}
 		},
 		Streamable: func(next compose.StreamableToolEndpoint) compose.StreamableToolEndpoint {
@@ -93,16 +84,7 @@ func Middleware(b Budgets) compose.ToolMiddleware {
 		},
 		EnhancedInvokable: func(next compose.EnhancedInvokableToolEndpoint) compose.EnhancedInvokableToolEndpoint {
 			return func(ctx context.Context, in *compose.ToolInput) (*compose.EnhancedInvokableToolOutput, error) {
-				var out *compose.EnhancedInvokableToolOutput
-				err := watchdog.CallWith(ctx, in.Name, b.limits(in.Name), func(cctx context.Context) error {
-					var err error
-					out, err = next(cctx, in)
-					return err
-				})
-				if err != nil {
-					return nil, err
-				}
-				return out, nil
+				return invoke(ctx, in, b.limits(in.Name), next)
 			}
 		},
 		EnhancedStreamable: func(next compose.EnhancedStreamableToolEndpoint) compose.EnhancedStreamableToolEndpoint {
@@ -121,6 +103,20 @@ func Middleware(b Budgets) compose.ToolMiddleware {
 			}
 		},
 	}
+}
+
+// invoke runs an invokable tool call (plain or enhanced) under l.
+func invoke[O any](ctx context.Context, in *compose.ToolInput, l watchdog.CallLimits, next func(context.Context, *compose.ToolInput) (*O, error)) (*O, error) {
+	var out *O
+	err := watchdog.CallWith(ctx, in.Name, l, func(cctx context.Context) error {
+		var err error
+		out, err = next(cctx, in)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 type item[T any] struct {
