@@ -38,7 +38,7 @@
 // Run it with: go run ./examples/agent
 //
 // With -log FILE it also writes the event log to FILE (JSON Lines, the file
-// store), to read with the inspector: watchdog inspect FILE.
+// store), to read with the inspector: sessionwatchdog inspect FILE.
 package main
 
 import (
@@ -90,7 +90,7 @@ func main() {
 		time.Sleep(time.Minute) // a child of the agent that would outlive it
 		os.Exit(0)
 	}
-	logPath := flag.String("log", "", "also write the event log to this new JSON Lines `file` (for watchdog inspect)")
+	logPath := flag.String("log", "", "also write the event log to this new JSON Lines `file` (for sessionwatchdog inspect)")
 	flag.Parse()
 	if err := orchestrate(context.Background(), os.Stdout, *logPath); err != nil {
 		fmt.Fprintln(os.Stderr, "agent example:", err)
@@ -184,7 +184,7 @@ func orchestrate(ctx context.Context, out io.Writer, logPath string) error {
 
 // newWatchdog returns a Watchdog on the in-memory store, or, when logPath
 // is not empty, on a new file store at logPath: a JSON Lines event log that
-// the inspector reads (watchdog inspect FILE). The returned func closes the
+// the inspector reads (sessionwatchdog inspect FILE). The returned func closes the
 // file store; call it after the Watchdog's Close.
 func newWatchdog(logPath string) (*watchdog.Watchdog, func(), error) {
 	if logPath == "" {

@@ -23,7 +23,7 @@
 // Run it with: go run ./examples/pipeline
 //
 // With -log FILE it also writes the event log to FILE (JSON Lines, the file
-// store), to read with the inspector: watchdog inspect FILE.
+// store), to read with the inspector: sessionwatchdog inspect FILE.
 package main
 
 import (
@@ -74,7 +74,7 @@ type checkpoint struct {
 }
 
 func main() {
-	logPath := flag.String("log", "", "also write the event log to this new JSON Lines `file` (for watchdog inspect)")
+	logPath := flag.String("log", "", "also write the event log to this new JSON Lines `file` (for sessionwatchdog inspect)")
 	flag.Parse()
 	if err := run(context.Background(), os.Stdout, *logPath); err != nil {
 		fmt.Fprintln(os.Stderr, "pipeline example:", err)
@@ -124,7 +124,7 @@ func run(ctx context.Context, out io.Writer, logPath string) error {
 
 // newWatchdog returns a Watchdog on the in-memory store, or, when logPath
 // is not empty, on a new file store at logPath: a JSON Lines event log that
-// the inspector reads (watchdog inspect FILE). The returned func closes the
+// the inspector reads (sessionwatchdog inspect FILE). The returned func closes the
 // file store; call it after the Watchdog's Close.
 func newWatchdog(logPath string) (*watchdog.Watchdog, func(), error) {
 	if logPath == "" {

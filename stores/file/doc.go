@@ -91,7 +91,7 @@
 //
 // The file is JSON Lines: one event per line, as watchdog.Event.MarshalJSON
 // writes it (compacted, with its seq), in append order. The inspector
-// (cmd/watchdog: watchdog inspect, watchdog verify) reads it, and so can any
+// (cmd/sessionwatchdog: sessionwatchdog inspect, sessionwatchdog verify) reads it, and so can any
 // tool that reads JSON Lines.
 //
 // # Subscriptions and memory

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/termsafe"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/termsafe"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden outputs under testdata/golden")
@@ -136,7 +136,7 @@ func TestExitCodesAndErrors(t *testing.T) {
 		{"help", []string{"help"}, ExitOK, "Exit codes:", "", false},
 		{"--help", []string{"--help"}, ExitOK, "Examples:", "", false},
 		{"help inspect", []string{"help", "inspect"}, ExitOK, "-session", "", false},
-		{"inspect --help", []string{"inspect", "--help"}, ExitOK, "watchdog inspect --html report.html", "", false},
+		{"inspect --help", []string{"inspect", "--help"}, ExitOK, "sessionwatchdog inspect --html report.html", "", false},
 		{"inspect -h", []string{"inspect", "-h"}, ExitOK, "RFC 3339", "", false},
 		{"help of nothing", []string{"help", "nope"}, ExitUsage, "", `unknown command "nope"`, true},
 		{"unknown command", []string{"frobnicate"}, ExitUsage, "", `unknown command "frobnicate"`, true},

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sessionwatchdog/watchdog"
-	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/eventlog"
-	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/termsafe"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/eventlog"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/termsafe"
 )
 
 func load(t testing.TB, name string) []watchdog.Event {

@@ -11,12 +11,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sessionwatchdog/watchdog"
-	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/eventlog"
-	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/pgtest"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/eventlog"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/pgtest"
 )
 
 func TestMain(m *testing.M) {
-	pgtest.Banner("cmd/watchdog/internal/pgsource")
+	pgtest.Banner("cmd/sessionwatchdog/internal/pgsource")
 	os.Exit(m.Run())
 }
 

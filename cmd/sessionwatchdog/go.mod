@@ -1,4 +1,4 @@
-module github.com/sessionwatchdog/watchdog/cmd/watchdog
+module github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog
 
 go 1.25.0
 

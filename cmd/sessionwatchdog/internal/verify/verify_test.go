@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/sessionwatchdog/watchdog"
-	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/eventlog"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/eventlog"
 )
 
 func load(t *testing.T, name string) []watchdog.Event {

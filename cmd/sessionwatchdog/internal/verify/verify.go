@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/termsafe"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/termsafe"
 
 	"github.com/sessionwatchdog/watchdog"
 )

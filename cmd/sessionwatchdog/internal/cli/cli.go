@@ -1,4 +1,4 @@
-// Package cli implements the watchdog command: its subcommands, flags, help
+// Package cli implements the sessionwatchdog command: its subcommands, flags, help
 // texts and exit codes. Main is the whole program, minus os.Exit, so tests
 // run it in-process.
 package cli
@@ -13,17 +13,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/termsafe"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/termsafe"
 
 	"github.com/sessionwatchdog/watchdog"
-	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/eventlog"
-	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/inspect"
-	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/pgsource"
-	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/verify"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/eventlog"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/inspect"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/pgsource"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/verify"
 	"github.com/sessionwatchdog/watchdog/stores/postgres"
 )
 
-// Exit codes of the watchdog command.
+// Exit codes of the sessionwatchdog command.
 const (
 	// ExitOK: the command did what was asked.
 	ExitOK = 0
@@ -36,17 +36,17 @@ const (
 	ExitUsage = 2
 )
 
-const usage = `watchdog: read and check the event logs the watchdog library records.
+const usage = `sessionwatchdog: read and check the event logs the watchdog library records.
 
 Usage:
-  watchdog <command> [flags] [arguments]
+  sessionwatchdog <command> [flags] [arguments]
 
 Commands:
   inspect   show each session's timeline: starts, resumes, verdicts with the
             channel that justified waiting, decisions, actions, outcomes, stops
   verify    re-derive every recorded verdict from the log (replay); exit 1 on
             a mismatch, for CI pipelines
-  help      show help for a command: watchdog help inspect
+  help      show help for a command: sessionwatchdog help inspect
 
 An event log is JSON Lines: one event per line, as the watchdog file store
 writes it. "-" reads standard input. With --dsn, the log is read from the
@@ -59,15 +59,15 @@ Exit codes:
      unreachable database, missing table, corrupt row)
 
 Examples:
-  watchdog inspect events.jsonl
-  watchdog inspect --session agent-42 --kind verdict,decision events.jsonl
-  watchdog inspect --html report.html events.jsonl
-  watchdog inspect --dsn "host=/run/postgresql dbname=app" --table watchdog_events
-  watchdog verify events.jsonl || echo "the log does not check out"
+  sessionwatchdog inspect events.jsonl
+  sessionwatchdog inspect --session agent-42 --kind verdict,decision events.jsonl
+  sessionwatchdog inspect --html report.html events.jsonl
+  sessionwatchdog inspect --dsn "host=/run/postgresql dbname=app" --table watchdog_events
+  sessionwatchdog verify events.jsonl || echo "the log does not check out"
 `
 
-const verifyUsage = `Usage: watchdog verify [flags] FILE.jsonl
-       watchdog verify [flags] --dsn DSN [--table TABLE]
+const verifyUsage = `Usage: sessionwatchdog verify [flags] FILE.jsonl
+       sessionwatchdog verify [flags] --dsn DSN [--table TABLE]
 
 Re-derives every recorded verdict and decision from the inputs recorded with
 it (the session's policy on its start or resume event, the evidence summary,
@@ -80,7 +80,7 @@ mismatches: nobody edited a verdict, and the version that wrote it decided
 as this one does.
 
 FILE is a JSON Lines event log; "-" reads standard input. With --dsn the
-events are read from PostgreSQL instead (see "watchdog help inspect"). Only
+events are read from PostgreSQL instead (see "sessionwatchdog help inspect"). Only
 whole sessions can be selected: a verdict needs its session's start event.
 
 Exit codes:
@@ -92,14 +92,14 @@ Exit codes:
 Flags (-flag or --flag, before or after FILE; "--" ends them):
 %s
 Examples:
-  watchdog verify events.jsonl
-  watchdog verify --session agent-42 events.jsonl
-  watchdog verify --json events.jsonl | jq '.mismatches[]'
-  PGPASSWORD=... watchdog verify --dsn "postgres://audit@db.internal/app"
+  sessionwatchdog verify events.jsonl
+  sessionwatchdog verify --session agent-42 events.jsonl
+  sessionwatchdog verify --json events.jsonl | jq '.mismatches[]'
+  PGPASSWORD=... sessionwatchdog verify --dsn "postgres://audit@db.internal/app"
 `
 
-const inspectUsage = `Usage: watchdog inspect [flags] FILE.jsonl
-       watchdog inspect [flags] --dsn DSN [--table TABLE]
+const inspectUsage = `Usage: sessionwatchdog inspect [flags] FILE.jsonl
+       sessionwatchdog inspect [flags] --dsn DSN [--table TABLE]
 
 Shows, per session, a timeline of the recorded events: start, resumes, each
 CONTINUE verdict with the channel that justified waiting (active_channel),
@@ -131,13 +131,13 @@ a valid event is an error naming the table and its seq (exit code 2).
 Flags (-flag or --flag, before or after FILE; "--" ends them):
 %s
 Examples:
-  watchdog inspect events.jsonl
-  watchdog inspect --session agent-42 events.jsonl
-  watchdog inspect --kind cancel --kind decision --since 2026-05-23T09:00:00Z events.jsonl
-  cat events.jsonl | watchdog inspect --json - | jq '.sessions[].final'
-  watchdog inspect --html report.html events.jsonl   # one self-contained page
-  watchdog inspect --dsn "host=/run/postgresql dbname=app" --session agent-42
-  watchdog inspect --open --dsn "host=/run/postgresql dbname=app"   # windows nobody decided
+  sessionwatchdog inspect events.jsonl
+  sessionwatchdog inspect --session agent-42 events.jsonl
+  sessionwatchdog inspect --kind cancel --kind decision --since 2026-05-23T09:00:00Z events.jsonl
+  cat events.jsonl | sessionwatchdog inspect --json - | jq '.sessions[].final'
+  sessionwatchdog inspect --html report.html events.jsonl   # one self-contained page
+  sessionwatchdog inspect --dsn "host=/run/postgresql dbname=app" --session agent-42
+  sessionwatchdog inspect --open --dsn "host=/run/postgresql dbname=app"   # windows nobody decided
 `
 
 // Main runs the watchdog command with args (without the program name) and
@@ -172,13 +172,13 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return runVerify([]string{"--help"}, stdin, stdout, stderr)
 		}
 		if len(rest) > 0 {
-			fmt.Fprintf(stderr, "watchdog help: unknown command %q\n", rest[0])
+			fmt.Fprintf(stderr, "sessionwatchdog help: unknown command %q\n", rest[0])
 			return ExitUsage
 		}
 		fmt.Fprint(stdout, usage)
 		return ExitOK
 	default:
-		fmt.Fprintf(stderr, "watchdog: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "sessionwatchdog: unknown command %q\n\n%s", cmd, usage)
 		return ExitUsage
 	}
 }
@@ -217,7 +217,7 @@ func (f *timeFlag) Set(v string) error {
 }
 
 func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("watchdog inspect", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessionwatchdog inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
 		sessions, kinds listFlag
@@ -242,16 +242,16 @@ func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	if asJSON && htmlOut != "" {
-		fmt.Fprintln(stderr, "watchdog inspect: --json and --html are exclusive: pick one output")
+		fmt.Fprintln(stderr, "sessionwatchdog inspect: --json and --html are exclusive: pick one output")
 		return ExitUsage
 	}
 	if !since.t.IsZero() && !until.t.IsZero() && until.t.Before(since.t) {
-		fmt.Fprintf(stderr, "watchdog inspect: --until %s is before --since %s\n", until.String(), since.String())
+		fmt.Fprintf(stderr, "sessionwatchdog inspect: --until %s is before --since %s\n", until.String(), since.String())
 		return ExitUsage
 	}
 	events, name, err := src.read(pos, sessions, stdin)
 	if err != nil {
-		fmt.Fprintf(stderr, "watchdog inspect: %v\n", err)
+		fmt.Fprintf(stderr, "sessionwatchdog inspect: %v\n", err)
 		return ExitUsage
 	}
 	if open {
@@ -261,7 +261,7 @@ func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch {
 	case htmlOut != "":
 		if err := writeHTML(htmlOut, report, name); err != nil {
-			fmt.Fprintf(stderr, "watchdog inspect: %v\n", err)
+			fmt.Fprintf(stderr, "sessionwatchdog inspect: %v\n", err)
 			return ExitUsage
 		}
 		fmt.Fprintf(stderr, "wrote %s (%d sessions)\n", htmlOut, len(report.Sessions))
@@ -271,7 +271,7 @@ func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = inspect.WriteText(stdout, report)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "watchdog inspect: write output: %v\n", err)
+		fmt.Fprintf(stderr, "sessionwatchdog inspect: write output: %v\n", err)
 		return ExitUsage
 	}
 	return ExitOK
@@ -281,7 +281,7 @@ func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // database's clock with --dsn), with the owners' leases from PostgreSQL.
 func writeOpen(src *source, events []watchdog.Event, sessions []string, asJSON, html bool, stdout, stderr io.Writer) int {
 	if html {
-		fmt.Fprintln(stderr, "watchdog inspect: --open writes text or --json, not --html")
+		fmt.Fprintln(stderr, "sessionwatchdog inspect: --open writes text or --json, not --html")
 		return ExitUsage
 	}
 	now := time.Now()
@@ -289,7 +289,7 @@ func writeOpen(src *source, events []watchdog.Event, sessions []string, asJSON, 
 	if src.dsn != "" {
 		ls, dbNow, err := pgsource.Leases(context.Background(), src.dsn, src.table)
 		if err != nil {
-			fmt.Fprintf(stderr, "watchdog inspect: %v\n", err)
+			fmt.Fprintf(stderr, "sessionwatchdog inspect: %v\n", err)
 			return ExitUsage
 		}
 		now, leases = dbNow, make(map[string]inspect.Lease, len(ls))
@@ -305,14 +305,14 @@ func writeOpen(src *source, events []watchdog.Event, sessions []string, asJSON, 
 		err = inspect.WriteOpenText(stdout, r)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "watchdog inspect: write output: %v\n", err)
+		fmt.Fprintf(stderr, "sessionwatchdog inspect: write output: %v\n", err)
 		return ExitUsage
 	}
 	return ExitOK
 }
 
 func runVerify(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("watchdog verify", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessionwatchdog verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
 		sessions listFlag
@@ -331,7 +331,7 @@ func runVerify(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	events, name, err := src.read(pos, sessions, stdin)
 	if err != nil {
-		fmt.Fprintf(stderr, "watchdog verify: %v\n", err)
+		fmt.Fprintf(stderr, "sessionwatchdog verify: %v\n", err)
 		return ExitUsage
 	}
 	if name == "-" {
@@ -339,7 +339,7 @@ func runVerify(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	res, err := verify.Run(name, events, sessions, watchdog.Replay)
 	if err != nil {
-		fmt.Fprintf(stderr, "watchdog verify: %v\n", err)
+		fmt.Fprintf(stderr, "sessionwatchdog verify: %v\n", err)
 		return ExitUsage
 	}
 	if asJSON {
@@ -348,7 +348,7 @@ func runVerify(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = verify.WriteText(stdout, res)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "watchdog verify: write output: %v\n", err)
+		fmt.Fprintf(stderr, "sessionwatchdog verify: write output: %v\n", err)
 		return ExitUsage
 	}
 	if !res.OK() {
@@ -378,15 +378,15 @@ func (s *source) register(fs *flag.FlagSet) {
 func (s *source) check(cmd string, pos []string, stderr io.Writer) bool {
 	switch {
 	case s.dsn != "" && len(pos) > 0:
-		fmt.Fprintf(stderr, "watchdog %s: --dsn reads the events from PostgreSQL: give no event log file too (got %q)\n", cmd, pos[0])
+		fmt.Fprintf(stderr, "sessionwatchdog %s: --dsn reads the events from PostgreSQL: give no event log file too (got %q)\n", cmd, pos[0])
 	case s.dsn == "" && s.tableSet:
-		fmt.Fprintf(stderr, "watchdog %s: --table needs --dsn (it names a PostgreSQL table)\n", cmd)
+		fmt.Fprintf(stderr, "sessionwatchdog %s: --table needs --dsn (it names a PostgreSQL table)\n", cmd)
 	case s.dsn == "" && len(pos) != 1:
-		fmt.Fprintf(stderr, "watchdog %s: want exactly one event log (FILE.jsonl or -), or --dsn; got %d arguments\n", cmd, len(pos))
+		fmt.Fprintf(stderr, "sessionwatchdog %s: want exactly one event log (FILE.jsonl or -), or --dsn; got %d arguments\n", cmd, len(pos))
 	default:
 		return true
 	}
-	fmt.Fprintf(stderr, "run 'watchdog help %s' for usage\n", cmd)
+	fmt.Fprintf(stderr, "run 'sessionwatchdog help %s' for usage\n", cmd)
 	return false
 }
 
@@ -434,7 +434,7 @@ func parse(fs *flag.FlagSet, args []string, help string, stdout, stderr io.Write
 				fmt.Fprintf(stdout, help, b.String())
 				return nil, ExitOK, false
 			}
-			fmt.Fprintf(stderr, "run 'watchdog help %s' for usage\n", strings.TrimPrefix(fs.Name(), "watchdog "))
+			fmt.Fprintf(stderr, "run 'sessionwatchdog help %s' for usage\n", strings.TrimPrefix(fs.Name(), "sessionwatchdog "))
 			return nil, ExitUsage, false
 		}
 		rest := fs.Args()

@@ -465,7 +465,7 @@ const pageHTML = `<!DOCTYPE html>
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>watchdog inspect: {{.Source}}</title>
+<title>sessionwatchdog inspect: {{.Source}}</title>
 <style>
 body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #1d2330; background: #fff; }
 h1 { font-size: 20px; margin: 0 0 4px; overflow-wrap: anywhere; }

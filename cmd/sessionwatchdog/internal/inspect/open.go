@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sessionwatchdog/watchdog"
-	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/termsafe"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/termsafe"
 )
 
 // defaultWallClock is a window's budget when its policy leaves it zero

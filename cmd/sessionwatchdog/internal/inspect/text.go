@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/sessionwatchdog/watchdog/cmd/watchdog/internal/termsafe"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/termsafe"
 )
 
 // WriteText writes r as a human-readable timeline per session: one line per

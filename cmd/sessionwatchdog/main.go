@@ -1,0 +1,21 @@
+// Command watchdog reads the event logs that the watchdog library records
+// and shows why each session stopped.
+//
+//	sessionwatchdog inspect events.jsonl                  # a timeline per session
+//	sessionwatchdog inspect --json events.jsonl           # the same, for machines
+//	sessionwatchdog inspect --html report.html events.jsonl
+//	sessionwatchdog verify events.jsonl                   # replay: exit 1 on a mismatch
+//	sessionwatchdog inspect --dsn "$DATABASE_URL"          # the PostgreSQL store's table
+//
+// Run "sessionwatchdog help" for the commands, flags and exit codes.
+package main
+
+import (
+	"os"
+
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/cli"
+)
+
+func main() {
+	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
