@@ -207,10 +207,12 @@ type Event struct {
 	// adoption added unsupervised time: the instant the wall-clock budget
 	// counts from, later than WindowStartedAt by that time.
 	BudgetFrom time.Time `json:"budget_from,omitzero"`
-	// AmendedBy is set on the resume event of a window Session.Amend
-	// opened: who changed the policy (the reason field says why; the policy
-	// field holds the new policy).
-	AmendedBy string `json:"amended_by,omitempty"`
+	// By and Why say who ended or changed a window on purpose, and why:
+	// on the stop event of Session.StopBy (reason StopRequested), and on
+	// the resume event of a window Session.Amend opened (its policy field
+	// holds the new policy). Free text of up to 1,024 bytes each.
+	By  string `json:"by,omitempty"`
+	Why string `json:"why,omitempty"`
 	// Extra holds the JSON fields of a decoded event that this version does
 	// not know (written by a newer version or another tool). They are kept
 	// and written back by MarshalJSON, so a store that round-trips events
@@ -417,7 +419,7 @@ func (e *Event) validate() error {
 	}
 	for _, f := range [...]struct{ name, v string }{{"reason", e.Reason}, {"rule", e.Rule}, {"mode", string(e.Mode)},
 		{"decided_by_decision_id", e.DecidedByDecisionID}, {"active_channel", e.ActiveChannel}, {"error", e.Error},
-		{"handler", e.Handler}, {"layer", e.Layer}, {"dying_span", e.DyingSpan}, {"owner", e.Owner}, {"adopted_from", e.AdoptedFrom}, {"amended_by", e.AmendedBy}} {
+		{"handler", e.Handler}, {"layer", e.Layer}, {"dying_span", e.DyingSpan}, {"owner", e.Owner}, {"adopted_from", e.AdoptedFrom}, {"by", e.By}, {"why", e.Why}} {
 		if err := checkText(f.name, f.v); err != nil {
 			return err
 		}

@@ -46,7 +46,7 @@ type opening struct {
 }
 
 // resumeMarks records on e, s's resume event, who amended the policy and
-// why, if s's window was opened by Amend; and, if the resume continues an
+// why (by, why), if s's window was opened by Amend; and, if the resume continues an
 // open window, what it continues from: the idle floor (observed_since: the
 // resume's own instant when nothing was recorded, see carry) and the
 // evidence carried over from the window's records.
@@ -55,8 +55,8 @@ func (s *Session) resumeMarks(e *Event) {
 	if r == nil {
 		return
 	}
-	if r.amendedBy != "" {
-		e.AmendedBy, e.Reason = r.amendedBy, r.amendWhy
+	if r.by != "" {
+		e.By, e.Why = r.by, r.why
 	}
 	if r.continued {
 		if since := s.observedSince(); !since.Equal(s.windowStartedAt) { // zero: the window's start

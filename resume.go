@@ -48,7 +48,7 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 // Amend changes the policy of s's session, as an explicit and recorded act:
 // it ends s's window with a stop (reason "amended", StopAmended) and opens
 // the next window at once under p, whose resume event records who amended
-// it (amended_by), why (reason) and the new policy. So no live window's
+// it (by), why (why) and the new policy. So no live window's
 // deadline ever changes: s's context ends (cause ErrSessionStopped) and the
 // returned Session, whose context derives from ctx, runs the new window.
 // by and why are text of 1 to 1,024 bytes (see Start); p is validated
@@ -62,10 +62,8 @@ func (s *Session) Amend(ctx context.Context, p Policy, by, why string) (*Session
 	if err := validateStart(ctx, s.id, p); err != nil {
 		return nil, err
 	}
-	for _, f := range [...]struct{ name, v string }{{"amended by", by}, {"amend reason", why}} {
-		if err := checkName(f.name, f.v); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-		}
+	if err := checkBy(by, why); err != nil {
+		return nil, err
 	}
 	won, err := s.stop(StopAmended)
 	if !won {
@@ -90,7 +88,7 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 	s := w.newSession(ctx, id, p)
 	if len(amend) == 2 { // before the session is shared
 		r := s.rw()
-		r.amendedBy, r.amendWhy = amend[0], amend[1]
+		r.by, r.why = amend[0], amend[1]
 	}
 	if err := w.reserve(s); err != nil {
 		s.cancel(err)

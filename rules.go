@@ -28,6 +28,10 @@ const (
 	// StopAmended: Session.Amend ended the window to open the next one
 	// under another policy.
 	StopAmended = "amended"
+	// StopRequested: Session.StopBy ended the window on purpose (an
+	// operator, a parent's decision); its stop event says who (by) and
+	// why. Resumable.
+	StopRequested = "stop_requested"
 )
 
 const reasonLivenessFailed = "liveness_failed"

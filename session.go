@@ -69,8 +69,8 @@ type sessionRare struct {
 	budgetFrom time.Time                       // Policy.SupervisedOnly: the budget counts from here if later than the window's start; set before the session is shared
 	continued  bool                            // a resume continues the open window (see carry)
 	carried    bool                            // and carries evidence over from the window's records
-	amendedBy  string                          // on the resume of an amended window: who amended it (see Amend)
-	amendWhy   string                          // and why
+	by, why    string                          // on the resume of an amended window: who amended it and why (see Amend); on a window StopBy ended, who stopped it and why (guarded by w.mu)
+	stopped    string                          // StopRequested or StopAmended: how StopBy or Amend ended the window, for Run; guarded by w.mu
 	graceUntil time.Time                       // end of the startup grace (zero: none)
 	backingOff bool                            // RunPhase waits between attempts: the idle rule is suspended
 	liveness   map[string]decide.LivenessState // user liveness rules' settle memory
@@ -326,9 +326,39 @@ func (s *Session) Stop() error {
 	return err
 }
 
-// stop ends the window with a stop event carrying code, unless it already
-// ended. It reports whether this call ended it, and the earlier cause if not.
-func (s *Session) stop(code string) (bool, error) {
+// StopBy ends the session's window on purpose, like Stop, for a reason
+// other than its work being done: an operator's stop or a parent's
+// decision. Its stop event has reason StopRequested and records by (who)
+// and why, each text of 1 to 1,024 bytes (see Start); the session's context
+// ends with a cause that wraps ErrSessionStopped and names them, and Run's
+// Result reports StopRequested, resumable. It returns an error wrapping
+// ErrInvalidArgument for bad input (the window goes on), and otherwise what
+// Stop returns.
+func (s *Session) StopBy(by, why string) error {
+	if s == nil {
+		return fmt.Errorf("%w: nil session", ErrInvalidArgument)
+	}
+	if err := checkBy(by, why); err != nil {
+		return err
+	}
+	_, err := s.stop(StopRequested, by, why)
+	return err
+}
+
+// checkBy validates who and why of StopBy and Amend.
+func checkBy(by, why string) error {
+	for _, f := range [...]struct{ name, v string }{{"by", by}, {"why", why}} {
+		if err := checkName(f.name, f.v); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
+	}
+	return nil
+}
+
+// stop ends the window with a stop event carrying code (and, from StopBy,
+// who and why), unless it already ended. It reports whether this call
+// ended it, and the earlier cause if not.
+func (s *Session) stop(code string, byWhy ...string) (bool, error) {
 	w := s.w
 	now := w.now()
 	w.mu.Lock()
@@ -346,6 +376,16 @@ func (s *Session) stop(code string) (bool, error) {
 	s.dropLocked()
 	e := s.event(KindStop, now)
 	e.Reason = code
+	cause := ErrSessionStopped
+	if code == StopRequested || code == StopAmended { // Run reports it
+		r := s.rw()
+		r.stopped = code
+		if len(byWhy) == 2 {
+			r.by, r.why = byWhy[0], byWhy[1]
+			e.By, e.Why = r.by, r.why
+			cause = fmt.Errorf("%w by %s: %s", ErrSessionStopped, r.by, r.why)
+		}
+	}
 	var op *opening
 	if w.openings != nil { // a store that arbitrates: learn whether the stop wins
 		e.ID = w.newID()
@@ -359,9 +399,9 @@ func (s *Session) stop(code string) (bool, error) {
 			return false, lost
 		}
 	}
-	s.cancel(ErrSessionStopped)
+	s.cancel(cause)
 	if ce := w.log.Check(zap.DebugLevel, "watchdog: session stopped"); ce != nil { // no fields built when disabled
-		ce.Write(zap.String("session_id", s.id), zap.Int("window", int(s.window)), zap.String("stop_reason_code", code))
+		ce.Write(zap.String("session_id", s.id), zap.Int("window", int(s.window)), zap.String("stop_reason_code", code), zap.String("by", e.By), zap.String("why", e.Why))
 	}
 	return true, nil
 }
@@ -439,6 +479,15 @@ func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error
 	res.Resumable = true
 	var v *VerdictError
 	switch {
+	case cause == nil: // Stop, StopBy or Amend ended the window while fn ran
+		res.StopReasonCode = StopCompleted
+		s.w.mu.Lock()
+		if s.rare != nil && s.rare.stopped != "" {
+			res.StopReasonCode = s.rare.stopped
+		}
+		s.w.mu.Unlock()
+		res.Resumable = res.StopReasonCode != StopCompleted
+		return res, fnErr
 	case errors.As(cause, &v):
 		res.StopReasonCode = v.StopReasonCode()
 		res.Resumable = v.Resumable()

@@ -186,6 +186,9 @@ func describe(e watchdog.Event) Entry {
 	case watchdog.KindStop:
 		en.Label = "stop"
 		add("%s", orDash(e.Reason))
+		if e.By != "" {
+			add("stopped by %s: %s", e.By, orDash(e.Why))
+		}
 		add("after %s in window %d", secs(e.ElapsedSeconds), e.Window)
 	case watchdog.KindVerdict:
 		en.Label = "CONTINUE"
@@ -308,8 +311,8 @@ func addFleet(parts *[]string, e watchdog.Event) {
 	if !e.BudgetFrom.IsZero() {
 		*parts = append(*parts, "budget counts supervised time, from "+stamp(e.BudgetFrom))
 	}
-	if e.AmendedBy != "" {
-		*parts = append(*parts, fmt.Sprintf("policy amended by %s: %s", e.AmendedBy, orDash(e.Reason)))
+	if e.By != "" {
+		*parts = append(*parts, fmt.Sprintf("policy amended by %s: %s", e.By, orDash(e.Why)))
 	}
 }
 

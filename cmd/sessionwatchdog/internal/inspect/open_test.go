@@ -58,7 +58,7 @@ func TestOpenWindowsListsTheWindowsNobodyEndedWithTheirDeadlineAndLease(t *testi
 
 // The timeline says who opened each window, who adopted it from which lost
 // owner (last seen when, evidence continued or counted again) and who
-// amended a policy and why; a remote worker's checkpoint, and where a
+// amended a policy and why, who stopped a session and why; a remote worker's checkpoint, and where a
 // budget of supervised time counts from.
 func TestTheTimelineNamesOwnersAdoptionsAndAmends(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
@@ -73,14 +73,16 @@ func TestTheTimelineNamesOwnersAdoptionsAndAmends(t *testing.T) {
 			EvidenceSummary: []watchdog.EvidenceEntry{{Channel: "stdout", LastAt: &last, Counter: 3}}},
 		{ID: "3", AggregateID: "a", Kind: watchdog.KindStop, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0.Add(9 * time.Second), Reason: watchdog.StopAmended},
 		{ID: "4", AggregateID: "a", Kind: watchdog.KindResume, Window: 2, SessionStartedAt: t0, WindowStartedAt: t0.Add(9 * time.Second), OccurredAt: t0.Add(9 * time.Second),
-			Owner: "o2", AmendedBy: "alice", Reason: "less time", Policy: p},
+			Owner: "o2", By: "alice", Why: "less time", Policy: p},
+		{ID: "5", AggregateID: "a", Kind: watchdog.KindStop, Window: 2, SessionStartedAt: t0, WindowStartedAt: t0.Add(9 * time.Second), OccurredAt: t0.Add(19 * time.Second),
+			Reason: watchdog.StopRequested, By: "bob@oncall", Why: "runaway tool loop"},
 	}
 	var b bytes.Buffer
 	if err := WriteText(&b, Build(events, Filter{})); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"owner o1", "owner o2; adopted from o1 (last seen 2026-11-25T09:00:02.000Z); evidence continued from the window's records",
-		"policy amended by alice: less time", "checkpoint  evidence of window 1 as a remote worker saw it",
+		"policy amended by alice: less time", "stop_requested", "stopped by bob@oncall: runaway tool loop", "checkpoint  evidence of window 1 as a remote worker saw it",
 		"budget counts supervised time, from 2026-11-25T09:00:06.000Z"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("timeline lacks %q:\n%s", want, b.String())
