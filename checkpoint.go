@@ -1,9 +1,12 @@
 package watchdog
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -132,6 +135,81 @@ func RecordCheckpoint(ctx context.Context, store EventStore, c Checkpoint) error
 	}
 	if err := store.Append(ctx, e); err != nil {
 		return fmt.Errorf("watchdog: checkpoint of %q window %d: %w", c.SessionID, window, err)
+	}
+	return nil
+}
+
+// MaxPayload is the largest payload, in bytes, Session.SaveProgress records.
+const MaxPayload = 4096
+
+// SaveProgress records how far the session's work has got, so that a
+// worker resumed after a restart continues where it left (read it back with
+// LastProgress): progress (a step, an offset, a count) and payload, a small
+// JSON value of the worker's own (at most MaxPayload bytes; nil for none),
+// as a checkpoint event (KindCheckpoint, fields progress and payload). It
+// records one event per call, in order with the window's other events:
+// call it at milestones (a finished step, a committed batch), not per
+// token. It does not count as evidence of work (Touch does).
+//
+// It returns an error wrapping ErrInvalidArgument for a payload that is
+// too long or not valid JSON (nothing is recorded), and the window's end
+// cause if it has ended (as Stop does: nil after Stop). Safe for
+// concurrent use.
+func (s *Session) SaveProgress(progress uint64, payload json.RawMessage) error {
+	if s == nil {
+		return fmt.Errorf("%w: nil session", ErrInvalidArgument)
+	}
+	if err := checkPayload(payload); err != nil {
+		return fmt.Errorf("%w: save progress of %q: %w", ErrInvalidArgument, s.id, err)
+	}
+	if payload != nil {
+		payload = bytes.Clone(payload)
+	}
+	w := s.w
+	now := w.now()
+	w.mu.Lock()
+	if s.state.Load() != stateRunning {
+		cause := s.endCauseLocked()
+		w.mu.Unlock()
+		if errors.Is(cause, ErrSessionStopped) {
+			return nil
+		}
+		return cause
+	}
+	r := s.rw()
+	r.progress, r.payload = progress, payload
+	e := s.event(KindCheckpoint, now)
+	e.ProgressValue, e.Payload = progress, payload
+	w.record(nil, e)
+	w.mu.Unlock()
+	return nil
+}
+
+// LastProgress returns the progress and payload last saved (SaveProgress)
+// in this window or, after a Resume, in an earlier window of the session or
+// by the window's earlier owner, as recorded in the store; zero and nil if
+// none was. The payload is a copy. Safe for concurrent use.
+func (s *Session) LastProgress() (progress uint64, payload json.RawMessage) {
+	if s == nil {
+		return 0, nil
+	}
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	if s.rare == nil {
+		return 0, nil
+	}
+	return s.rare.progress, bytes.Clone(s.rare.payload)
+}
+
+// checkPayload reports a payload SaveProgress cannot record.
+func checkPayload(p json.RawMessage) error {
+	switch {
+	case p == nil:
+		return nil
+	case len(p) > MaxPayload:
+		return fmt.Errorf("payload is %d bytes long, at most %d (MaxPayload)", len(p), MaxPayload)
+	case !json.Valid(p):
+		return fmt.Errorf("payload %s is not valid JSON", quoteShort(string(p)))
 	}
 	return nil
 }

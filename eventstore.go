@@ -162,9 +162,13 @@ type Event struct {
 	DyingSpan string `json:"dying_span,omitempty"`
 	// ProgressValue and ProgressAt are set on a deadline event of a call
 	// that reported progress (Progress): the last value, and when it last
-	// advanced.
-	ProgressValue uint64    `json:"progress,omitempty"`
-	ProgressAt    time.Time `json:"progress_at,omitzero"`
+	// advanced. ProgressValue and Payload are also set on the checkpoint
+	// event of Session.SaveProgress (the worker's progress and its payload,
+	// JSON of at most MaxPayload bytes) and on a resume event that carried
+	// them over from an earlier one (see Session.LastProgress).
+	ProgressValue uint64          `json:"progress,omitempty"`
+	ProgressAt    time.Time       `json:"progress_at,omitzero"`
+	Payload       json.RawMessage `json:"payload,omitempty"`
 	// Attempt is set on RunPhase's events (with Handler, the phase's
 	// name, and Layer "phase").
 	Attempt int `json:"attempt,omitempty"`
@@ -428,6 +432,9 @@ func (e *Event) validate() error {
 		if err := checkText("evidence channel", en.Channel); err != nil {
 			return err
 		}
+	}
+	if err := checkPayload(e.Payload); err != nil {
+		return err
 	}
 	for _, f := range [...]struct {
 		name string

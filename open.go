@@ -58,6 +58,7 @@ func (s *Session) resumeMarks(e *Event) {
 	if r.by != "" {
 		e.By, e.Why = r.by, r.why
 	}
+	e.ProgressValue, e.Payload = r.progress, r.payload // carried over: a store that keeps only recent windows still has it
 	if r.continued {
 		if since := s.observedSince(); !since.Equal(s.windowStartedAt) { // zero: the window's start
 			e.ObservedSince = since

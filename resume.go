@@ -116,6 +116,7 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 	var lastWindowStart time.Time
 	var recorded *Policy // the last window's policy, from its start or resume record
 	var c carried        // what the last window's records say of its evidence
+	var saved *Event     // the latest record of saved progress (SaveProgress), of any window
 	for _, evs := range [][]Event{loaded, pending} {
 		for _, e := range evs {
 			if seen[e.ID] {
@@ -129,6 +130,9 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 			}
 			if !e.SessionStartedAt.IsZero() {
 				s.sessionStartedAt = e.SessionStartedAt.UTC()
+			}
+			if (e.Kind == KindCheckpoint || e.Kind == KindResume) && (e.ProgressValue != 0 || e.Payload != nil) {
+				saved = &e
 			}
 			if e.Window > last {
 				last, ended, recorded, c = e.Window, false, nil, carried{}
@@ -168,6 +172,10 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 	}
 	s.window = int32(window)
 	s.windowStartedAt = lastWindowStart.UTC()
+	if saved != nil { // before the session is shared; its resume event records it again
+		r := s.rw()
+		r.progress, r.payload = saved.ProgressValue, saved.Payload
+	}
 	switch {
 	case fresh:
 		s.windowStartedAt = w.now()

@@ -71,6 +71,8 @@ type sessionRare struct {
 	carried    bool                            // and carries evidence over from the window's records
 	by, why    string                          // on the resume of an amended window: who amended it and why (see Amend); on a window StopBy ended, who stopped it and why (guarded by w.mu)
 	stopped    string                          // StopRequested or StopAmended: how StopBy or Amend ended the window, for Run; guarded by w.mu
+	progress   uint64                          // the last saved progress (SaveProgress, or carried over by Resume); guarded by w.mu once shared
+	payload    json.RawMessage                 // and its payload
 	graceUntil time.Time                       // end of the startup grace (zero: none)
 	backingOff bool                            // RunPhase waits between attempts: the idle rule is suspended
 	liveness   map[string]decide.LivenessState // user liveness rules' settle memory

@@ -182,6 +182,7 @@ func describe(e watchdog.Event) Entry {
 		en.Label = "resume"
 		add("window %d started %s, budget %s", e.Window, stamp(e.WindowStartedAt), secs(e.ConfiguredBudgetSeconds))
 		addFleet(&parts, e)
+		addSaved(&parts, e)
 		addPolicy(&parts, e)
 	case watchdog.KindStop:
 		en.Label = "stop"
@@ -261,7 +262,10 @@ func describe(e watchdog.Event) Entry {
 		if e.Owner != "" {
 			by = "owner " + e.Owner
 		}
-		add("evidence of window %d as %s saw it", e.Window, by)
+		if len(e.EvidenceSummary) > 0 || (e.ProgressValue == 0 && e.Payload == nil) {
+			add("evidence of window %d as %s saw it", e.Window, by)
+		}
+		addSaved(&parts, e)
 	case watchdog.KindRecoveryBudgetExceeded:
 		en.Label = "recovery budget exceeded"
 		add("phase %s: retries ran out at attempt %d (%s)", orDash(quoted(e.Handler)), e.Attempt, orDash(e.Reason))
@@ -283,6 +287,19 @@ func describe(e watchdog.Event) Entry {
 	}
 	en.Summary = strings.Join(parts, "; ")
 	return en
+}
+
+// addSaved appends the progress a worker saved (SaveProgress), on its
+// checkpoint and on a resume that carried it over.
+func addSaved(parts *[]string, e watchdog.Event) {
+	if e.ProgressValue == 0 && e.Payload == nil {
+		return
+	}
+	s := fmt.Sprintf("progress saved: %d", e.ProgressValue)
+	if e.Payload != nil {
+		s += ", payload " + string(e.Payload)
+	}
+	*parts = append(*parts, s)
 }
 
 // addPolicy appends the recorded policy (start and resume events), as JSON.

@@ -76,13 +76,15 @@ func TestTheTimelineNamesOwnersAdoptionsAndAmends(t *testing.T) {
 			Owner: "o2", By: "alice", Why: "less time", Policy: p},
 		{ID: "5", AggregateID: "a", Kind: watchdog.KindStop, Window: 2, SessionStartedAt: t0, WindowStartedAt: t0.Add(9 * time.Second), OccurredAt: t0.Add(19 * time.Second),
 			Reason: watchdog.StopRequested, By: "bob@oncall", Why: "runaway tool loop"},
+		{ID: "6", AggregateID: "a", Kind: watchdog.KindCheckpoint, Window: 2, SessionStartedAt: t0, WindowStartedAt: t0.Add(9 * time.Second), OccurredAt: t0.Add(12 * time.Second),
+			Owner: "o2", ProgressValue: 7, Payload: []byte(`{"step":"lint"}`)},
 	}
 	var b bytes.Buffer
 	if err := WriteText(&b, Build(events, Filter{})); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"owner o1", "owner o2; adopted from o1 (last seen 2026-11-25T09:00:02.000Z); evidence continued from the window's records",
-		"policy amended by alice: less time", "stop_requested", "stopped by bob@oncall: runaway tool loop", "checkpoint  evidence of window 1 as a remote worker saw it",
+		"policy amended by alice: less time", "stop_requested", "stopped by bob@oncall: runaway tool loop", `progress saved: 7, payload {"step":"lint"}`, "checkpoint  evidence of window 1 as a remote worker saw it",
 		"budget counts supervised time, from 2026-11-25T09:00:06.000Z"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("timeline lacks %q:\n%s", want, b.String())

@@ -1,0 +1,93 @@
+package watchdog_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionwatchdog/watchdog"
+)
+
+// A worker resumed after its orchestrator restarted gets back the last
+// progress and payload it saved, read from the store: it continues where
+// it left, and the resume record carries them on.
+func TestResumeGivesBackTheLastSavedProgressAfterARestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := watchdog.NewMemoryStore()
+		w1 := watchdog.New(watchdog.WithStore(store))
+		s, err := w1.Start(ctx, "agent", time.Now(), watchdog.Policy{WallClock: time.Hour})
+		require.NoError(t, err)
+		p0, pl0 := s.LastProgress()
+		assert.Zero(t, p0)
+		assert.Nil(t, pl0)
+		require.NoError(t, s.SaveProgress(3, json.RawMessage(`{"step":"tests"}`)))
+		require.NoError(t, s.SaveProgress(7, json.RawMessage(`{"step":"lint","files":["a.go"]}`)))
+		p, pl := s.LastProgress()
+		assert.Equal(t, uint64(7), p)
+		assert.JSONEq(t, `{"step":"lint","files":["a.go"]}`, string(pl))
+		require.NoError(t, w1.Close(ctx)) // the orchestrator goes away; the window stays open
+
+		w2 := watchdog.New(watchdog.WithStore(store))
+		r, err := w2.Resume(ctx, "agent", watchdog.Policy{WallClock: time.Hour})
+		require.NoError(t, err)
+		assert.Equal(t, 1, r.Window(), "the open window continues")
+		p, pl = r.LastProgress()
+		assert.Equal(t, uint64(7), p)
+		assert.JSONEq(t, `{"step":"lint","files":["a.go"]}`, string(pl))
+
+		// After the window ends, a resume opens window 2 with the progress.
+		require.NoError(t, r.StopBy("ops", "redeploy"))
+		r2, err := w2.Resume(ctx, "agent", watchdog.Policy{WallClock: time.Hour})
+		require.NoError(t, err)
+		assert.Equal(t, 2, r2.Window())
+		p, _ = r2.LastProgress()
+		assert.Equal(t, uint64(7), p)
+		require.NoError(t, w2.Check(ctx))
+		evs := load(t, store, "agent")
+		last := evs[len(evs)-1]
+		require.Equal(t, watchdog.KindResume, last.Kind)
+		assert.Equal(t, uint64(7), last.ProgressValue, "the resume record carries the progress on")
+		assert.JSONEq(t, `{"step":"lint","files":["a.go"]}`, string(last.Payload))
+		require.NoError(t, w2.Close(ctx))
+	})
+}
+
+// A payload that is too long or not JSON is refused with a clear error and
+// records nothing; the caller's buffer may be reused after the call; a
+// save after the window ended records nothing and returns the end cause.
+func TestSaveProgressRefusesBadPayloadsAndEndedWindows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := watchdog.NewMemoryStore()
+		w := watchdog.New(watchdog.WithStore(store))
+		s, err := w.Start(ctx, "agent", time.Now(), watchdog.Policy{WallClock: time.Second})
+		require.NoError(t, err)
+		err = s.SaveProgress(1, json.RawMessage(`{"a":`))
+		require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), "not valid JSON")
+		err = s.SaveProgress(1, json.RawMessage(`"`+strings.Repeat("x", watchdog.MaxPayload)+`"`))
+		require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), "MaxPayload")
+		var nilS *watchdog.Session
+		require.ErrorIs(t, nilS.SaveProgress(1, nil), watchdog.ErrInvalidArgument)
+
+		buf := []byte(`{"n":1}`)
+		require.NoError(t, s.SaveProgress(1, buf))
+		copy(buf, `{"n":9}`)
+		_, pl := s.LastProgress()
+		assert.JSONEq(t, `{"n":1}`, string(pl), "SaveProgress keeps its own copy")
+
+		<-s.Context().Done()
+		synctest.Wait()
+		require.ErrorIs(t, s.SaveProgress(2, nil), watchdog.ErrWallClockExceeded)
+		assert.Equal(t, []string{watchdog.KindStart, watchdog.KindCheckpoint, watchdog.KindDecision, watchdog.KindCancel}, kinds(load(t, store, "agent")))
+		require.NoError(t, w.Close(ctx))
+	})
+}
