@@ -149,7 +149,8 @@ const MaxPayload = 4096
 // as a checkpoint event (KindCheckpoint, fields progress and payload). It
 // records one event per call, in order with the window's other events:
 // call it at milestones (a finished step, a committed batch), not per
-// token. It does not count as evidence of work (Touch does).
+// token. It does not count as evidence of work (Touch does). Progress 0
+// with a nil payload is recorded but reads back as nothing saved.
 //
 // It returns an error wrapping ErrInvalidArgument for a payload that is
 // too long or not valid JSON (nothing is recorded), and the window's end

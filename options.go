@@ -2,10 +2,13 @@ package watchdog
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/benbjohnson/clock"
 	"go.uber.org/zap"
+
+	"github.com/sessionwatchdog/watchdog/internal/slogzap"
 )
 
 // Clock is the time source of a Watchdog: the two methods it calls. Both
@@ -133,6 +136,19 @@ func WithLogger(l *zap.Logger) Option {
 	return func(c *config) {
 		if l != nil {
 			c.log = l
+		}
+	}
+}
+
+// WithSlog makes the Watchdog log through l, a *slog.Logger, instead of a
+// *zap.Logger (see WithLogger; the last of the two given wins). zap's debug,
+// info, warn and error levels map to slog's, and typed fields to
+// attributes. A nil l keeps the default: nothing is logged. A handler that
+// panics loses the record, not the Watchdog.
+func WithSlog(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.log = slogzap.New(l)
 		}
 	}
 }

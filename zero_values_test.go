@@ -164,6 +164,25 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 		},
 		"Session.StartedAt": func(t *testing.T) { _, s := newSession(t); assert.Equal(t, t0, s.StartedAt()) },
 		"Session.Stop":      func(t *testing.T) { _, s := newSession(t); require.NoError(t, s.Stop()) },
+		"Session.StopBy": func(t *testing.T) {
+			_, s := newSession(t)
+			invalid(t, s.StopBy("", ""))
+			invalid(t, (*watchdog.Session)(nil).StopBy("", ""))
+		},
+		"Session.SaveProgress": func(t *testing.T) {
+			_, s := newSession(t)
+			require.NoError(t, s.SaveProgress(0, nil))
+			invalid(t, (*watchdog.Session)(nil).SaveProgress(0, nil))
+		},
+		"Session.LastProgress": func(t *testing.T) {
+			_, s := newSession(t)
+			n, p := s.LastProgress()
+			assert.Zero(t, n)
+			assert.Nil(t, p)
+			n, p = (*watchdog.Session)(nil).LastProgress()
+			assert.Zero(t, n)
+			assert.Nil(t, p)
+		},
 		"Session.Amend": func(t *testing.T) {
 			_, s := newSession(t)
 			_, err := s.Amend(nilCtx, watchdog.Policy{}, "", "")
@@ -224,6 +243,7 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 			assert.NotNil(t, watchdog.WithEventIDPrefix(""))
 		},
 		"WithLogger":   func(t *testing.T) { assert.NotNil(t, watchdog.WithLogger(nil)) },
+		"WithSlog":     func(t *testing.T) { assert.NotNil(t, watchdog.WithSlog(nil)) },
 		"WithObserver": func(t *testing.T) { assert.NotNil(t, watchdog.WithObserver(watchdog.Observer{})) },
 		"WithAdoption": func(t *testing.T) { assert.NotNil(t, watchdog.WithAdoption()) },
 		"WithCheckpoints": func(t *testing.T) {

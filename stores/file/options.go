@@ -2,7 +2,9 @@ package file
 
 import (
 	"fmt"
+	"log/slog"
 
+	"github.com/sessionwatchdog/watchdog/internal/slogzap"
 	"go.uber.org/zap"
 )
 
@@ -59,4 +61,11 @@ func WithSync(p SyncPolicy) Option {
 // Store.TornTail.
 func WithLogger(l *zap.Logger) Option {
 	return func(c *config) { c.log = l }
+}
+
+// WithSlog is WithLogger for a *slog.Logger: the Store logs the same
+// warnings through l (zap's levels and fields mapped to slog's). A nil l
+// means no logging. The last of WithLogger and WithSlog given wins.
+func WithSlog(l *slog.Logger) Option {
+	return func(c *config) { c.log = slogzap.New(l) }
 }

@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"regexp"
 	"slices"
 	"strconv"
@@ -52,6 +53,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/slogzap"
 )
 
 // DefaultTable is the table a Store uses unless WithTable says otherwise.
@@ -78,6 +80,11 @@ func WithTable(name string) Option { return func(c *config) { c.table = name } }
 // connection and its reconnects, failed catch-up reads). Default: no
 // logging (zap.NewNop).
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithSlog is WithLogger for a *slog.Logger: the Store logs the same
+// messages through l (zap's levels and fields mapped to slog's). A nil l
+// means no logging. The last of WithLogger and WithSlog given wins.
+func WithSlog(l *slog.Logger) Option { return func(c *config) { c.log = slogzap.New(l) } }
 
 // WithReconnectBackoff sets how long the listener waits before reconnecting
 // after losing its connection, and before a failed catch-up read is retried:
