@@ -182,6 +182,11 @@ type Event struct {
 	// in-flight handlers with a deadline (bounded work the idle rule waits
 	// for) and the waiting state (which suspends the idle rule).
 	HandlersInFlight int  `json:"handlers_in_flight,omitempty"`
+	// CallsInFlight lists, on verdict and decision events, the handlers
+	// (Call, CallWith, Within with LayerHandler) of the session that were
+	// running, oldest first: which tool calls a verdict waited for or
+	// killed.
+	CallsInFlight []CallInFlight `json:"calls_in_flight,omitempty"`
 	Waiting          bool `json:"waiting,omitempty"`
 	// ObservedSince is a decision input on verdict events: the instant
 	// from which the idle rule counts (evidence before it does not count).
@@ -430,6 +435,11 @@ func (e *Event) validate() error {
 	}
 	for _, en := range e.EvidenceSummary {
 		if err := checkText("evidence channel", en.Channel); err != nil {
+			return err
+		}
+	}
+	for _, c := range e.CallsInFlight {
+		if err := checkText("call in flight", c.Name+string(c.Layer)); err != nil {
 			return err
 		}
 	}

@@ -113,6 +113,13 @@ func shiftEvent(e *Event, off int64) {
 			*en.LastAt = en.LastAt.Add(d)
 		}
 	}
+	for i := range e.CallsInFlight {
+		c := &e.CallsInFlight[i]
+		c.StartedAt = c.StartedAt.Add(d)
+		if !c.ProgressAt.IsZero() {
+			c.ProgressAt = c.ProgressAt.Add(d)
+		}
+	}
 }
 
 // guardedClock wraps a Clock of the user's (any but the real one) so that a

@@ -348,6 +348,7 @@ type decisionFacts struct {
 	elapsed, budget           time.Duration
 	childWait                 time.Duration
 	bounded                   int
+	calls                     []CallInFlight // the handlers running (nil: none)
 	waiting                   bool
 	observedSince, graceUntil time.Time
 	// a default fire's channels (see entry): the first four, then more
@@ -359,7 +360,7 @@ type decisionFacts struct {
 // decisionFacts reads the facts of verdict v, decided at now from sn.
 func (s *Session) decisionFacts(sn decide.Snapshot, v decide.Verdict, now time.Time) decisionFacts {
 	return decisionFacts{now: now, rule: v.Rule, elapsed: v.Elapsed, budget: v.Budget,
-		childWait: s.childWait(sn, now), bounded: sn.BoundedWork,
+		childWait: s.childWait(sn, now), bounded: sn.BoundedWork, calls: s.callsLocked(),
 		waiting: sn.Waiting, observedSince: sn.ObservedSince, graceUntil: sn.GraceUntil}
 }
 
@@ -407,6 +408,7 @@ func (s *Session) verdictEvent(sn decide.Snapshot, v decide.Verdict, now time.Ti
 	e.EvidenceSummary = s.summary(sn, now)
 	e.ActiveChannel = activeName(s, v.ActiveChannel)
 	e.HandlersInFlight, e.Waiting, e.ObservedSince, e.GraceUntil = sn.BoundedWork, sn.Waiting, sn.ObservedSince, sn.GraceUntil
+	e.CallsInFlight = s.callsLocked()
 	if !v.Deferred {
 		e.SettleCount, e.SettleChecks = v.State.StaleChecks, s.cfg.limits.SettleChecks
 	}
@@ -438,6 +440,7 @@ func (s *Session) decisionEvent(id string, f *decisionFacts, mode Mode, summary 
 	e.ActiveChannel = "none"
 	e.ChildrenWaitSeconds = f.childWait.Seconds()
 	e.HandlersInFlight, e.Waiting, e.ObservedSince, e.GraceUntil = f.bounded, f.waiting, f.observedSince, f.graceUntil
+	e.CallsInFlight = f.calls
 	if f.rule == decide.RuleIdle {
 		e.SettleCount, e.SettleChecks = s.cfg.limits.SettleChecks, s.cfg.limits.SettleChecks
 	}

@@ -285,8 +285,27 @@ func describe(e watchdog.Event) Entry {
 			add("%s=%s", k, compact(e.Extra[k]))
 		}
 	}
+	addCalls(&parts, e)
 	en.Summary = strings.Join(parts, "; ")
 	return en
+}
+
+// addCalls appends the calls that were running at a verdict: name, layer,
+// age, limits and last progress.
+func addCalls(parts *[]string, e watchdog.Event) {
+	for _, c := range e.CallsInFlight {
+		s := fmt.Sprintf("call in flight %s (%s, running %s, cap %s", quoted(c.Name), orDash(string(c.Layer)),
+			secs(e.OccurredAt.Sub(c.StartedAt).Seconds()), secs(c.BudgetSeconds))
+		if c.IdleSeconds > 0 {
+			s += ", idle " + secs(c.IdleSeconds)
+		}
+		if !c.ProgressAt.IsZero() {
+			s += fmt.Sprintf(", progress %d %s ago", c.Progress, secs(e.OccurredAt.Sub(c.ProgressAt).Seconds()))
+		} else {
+			s += ", no progress"
+		}
+		*parts = append(*parts, s+")")
+	}
 }
 
 // addSaved appends the progress a worker saved (SaveProgress), on its

@@ -66,6 +66,10 @@ func TestTheTimelineNamesOwnersAdoptionsAndAmends(t *testing.T) {
 	last := t0.Add(2 * time.Second)
 	events := []watchdog.Event{
 		{ID: "1", AggregateID: "a", Kind: watchdog.KindStart, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0, Owner: "o1", Policy: p},
+		{ID: "1d", AggregateID: "a", Kind: watchdog.KindDecision, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0.Add(5 * time.Second),
+			Rule: "wall_clock", Mode: watchdog.ModeShadow, CallsInFlight: []watchdog.CallInFlight{
+				{Name: "web_search", Layer: watchdog.LayerHandler, StartedAt: t0.Add(time.Second), BudgetSeconds: 60, IdleSeconds: 30, Progress: 5, ProgressAt: t0.Add(3 * time.Second)},
+				{Name: "bash", Layer: watchdog.LayerHandler, StartedAt: t0.Add(4 * time.Second), BudgetSeconds: 10}}},
 		{ID: "1c", AggregateID: "a", Kind: watchdog.KindCheckpoint, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: last,
 			EvidenceSummary: []watchdog.EvidenceEntry{{Channel: "stdout", LastAt: &last, Counter: 3}}},
 		{ID: "2", AggregateID: "a", Kind: watchdog.KindResume, BudgetFrom: t0.Add(6 * time.Second), Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0.Add(8 * time.Second),
@@ -84,7 +88,8 @@ func TestTheTimelineNamesOwnersAdoptionsAndAmends(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"owner o1", "owner o2; adopted from o1 (last seen 2026-11-25T09:00:02.000Z); evidence continued from the window's records",
-		"policy amended by alice: less time", "stop_requested", "stopped by bob@oncall: runaway tool loop", `progress saved: 7, payload {"step":"lint"}`, "checkpoint  evidence of window 1 as a remote worker saw it",
+		"policy amended by alice: less time", "stop_requested", "stopped by bob@oncall: runaway tool loop", `call in flight "web_search" (handler, running 4s, cap 1m0s, idle 30s, progress 5 2s ago)`,
+		`call in flight "bash" (handler, running 1s, cap 10s, no progress)`, `progress saved: 7, payload {"step":"lint"}`, "evidence of window 1 as a remote worker saw it",
 		"budget counts supervised time, from 2026-11-25T09:00:06.000Z"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("timeline lacks %q:\n%s", want, b.String())
