@@ -181,13 +181,13 @@ type Event struct {
 	// HandlersInFlight and Waiting are decision inputs on verdict events:
 	// in-flight handlers with a deadline (bounded work the idle rule waits
 	// for) and the waiting state (which suspends the idle rule).
-	HandlersInFlight int `json:"handlers_in_flight,omitempty"`
+	HandlersInFlight int  `json:"handlers_in_flight,omitempty"`
+	Waiting          bool `json:"waiting,omitempty"`
 	// CallsInFlight lists, on verdict and decision events, the handlers
 	// (Call, CallWith, Within with LayerHandler) of the session that were
 	// running, oldest first: which tool calls a verdict waited for or
 	// killed.
 	CallsInFlight []CallInFlight `json:"calls_in_flight,omitempty"`
-	Waiting       bool           `json:"waiting,omitempty"`
 	// ObservedSince is a decision input on verdict events: the instant
 	// from which the idle rule counts (evidence before it does not count).
 	ObservedSince time.Time `json:"observed_since,omitzero"`
