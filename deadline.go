@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -270,14 +271,14 @@ func within(ctx context.Context, kind Layer, name string, budget, idle, first ti
 	select {
 	case r := <-done:
 		if r.panic != nil {
-			l.finish()
+			l.finish(fmt.Errorf("panic: %v", r.panic))
 			if end != nil {
 				end(fmt.Errorf("watchdog: %s %q panicked: %v", kind, name, r.panic), l.overrunEvent())
 			}
 			panic(r.panic)
 		}
 		err = r.err
-		if fired := l.finish(); fired != nil {
+		if fired := l.finish(err); fired != nil {
 			err = fired
 		}
 	case <-l.abandon:
@@ -442,9 +443,9 @@ func (w *Watchdog) unregisterLocked(l *layer, now time.Time) {
 	}
 }
 
-// finish marks the layer done after fn returned and reports the deadline
-// error if the deadline had fired.
-func (l *layer) finish() error {
+// finish marks the layer done after fn returned fnErr and reports the
+// deadline error if the deadline had fired.
+func (l *layer) finish(fnErr error) error {
 	l.ended.Store(true)
 	w := l.w
 	if w == nil {
@@ -476,12 +477,39 @@ func (l *layer) finish() error {
 		w.unregisterLocked(l, now)
 	}
 	cause := l.cause
+	if w.calls > 0 && l.kind == LayerHandler && st != layerDone && l.s.state.Load() == stateRunning {
+		if r := l.s.rw(); r.callsRecorded < w.calls {
+			r.callsRecorded++
+			w.record(nil, l.completedEvent(now, fnErr, cause))
+		}
+	}
 	w.mu.Unlock()
 	w.wakeBy(toNanos(now))
 	if st == layerFired || (st == layerDone && cause != nil) {
 		return cause
 	}
 	return nil
+}
+
+// completedEvent is the KindCallCompleted event of l, returned at now
+// with fnErr, after its deadline fired with cause (nil if it did not).
+func (l *layer) completedEvent(now time.Time, fnErr, cause error) Event {
+	e := l.s.event(KindCallCompleted, now)
+	e.Handler, e.Layer = l.name, string(l.kind)
+	e.MeasureSeconds, e.LimitSeconds = now.Sub(l.started).Seconds(), l.budget.Seconds()
+	if e.ProgressValue = l.prog.Load(); l.progAt.Load() > 0 {
+		e.ProgressAt = l.idleRef().UTC()
+	}
+	var v *VerdictError
+	switch {
+	case errors.As(cause, &v):
+		e.Reason = v.reason
+	case fnErr != nil:
+		e.Reason, e.Error = "error", cleanText(fnErr.Error())
+	default:
+		e.Reason = "ok"
+	}
+	return e
 }
 
 func (l *layer) abandonedCause() error {

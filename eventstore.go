@@ -53,6 +53,11 @@ const (
 	// KindHandlerAbandoned records that a function ignored its deadline
 	// past the grace period and its goroutine was abandoned.
 	KindHandlerAbandoned = "runtime.handler.abandoned"
+	// KindCallCompleted records a handler that returned (WithCallRecords,
+	// opt-in): handler, layer, measure_seconds (how long it ran),
+	// limit_seconds (its cap), progress and progress_at, and reason: "ok",
+	// "error" (error holds its text) or the deadline's reason.
+	KindCallCompleted = "runtime.handler.completed"
 	// KindWaitTimeout records the waiting watchdog's fire (a verdict that
 	// does not cancel); generation is the arm that fired.
 	KindWaitTimeout = "runtime.watchdog.wait_timeout"

@@ -59,6 +59,7 @@ type config struct {
 	leaseTTL time.Duration
 	adopt    bool
 	ckptEach time.Duration
+	calls    int
 }
 
 // evidenceResolution is the resolution of evidence timestamps. Recording
@@ -138,6 +139,19 @@ func WithLogger(l *zap.Logger) Option {
 			c.log = l
 		}
 	}
+}
+
+// WithCallRecords makes the Watchdog record each handler that returns (a
+// Call, CallWith or Within with LayerHandler: a tool call) as a
+// KindCallCompleted event, up to n per session window; later ones in the
+// window are not recorded (the count of those that were is the bound a
+// reader sees). The event says the handler's name, how long it ran
+// (measure_seconds) against its cap (limit_seconds), its last progress,
+// and how it ended (reason "ok", "error" with the error's text, or the
+// deadline's reason). A handler abandoned at its deadline has its own
+// events instead. Default, and for n <= 0: off.
+func WithCallRecords(n int) Option {
+	return func(c *config) { c.calls = max(n, 0) }
 }
 
 // WithSlog makes the Watchdog log through l, a *slog.Logger, instead of a

@@ -71,6 +71,7 @@ type sessionRare struct {
 	carried    bool                            // and carries evidence over from the window's records
 	by, why    string                          // on the resume of an amended window: who amended it and why (see Amend); on a window StopBy ended, who stopped it and why (guarded by w.mu)
 	stopped    string                          // StopRequested or StopAmended: how StopBy or Amend ended the window, for Run; guarded by w.mu
+	callsRecorded int                          // completed handlers recorded in the window (WithCallRecords); guarded by w.mu
 	progress   uint64                          // the last saved progress (SaveProgress, or carried over by Resume); guarded by w.mu once shared
 	payload    json.RawMessage                 // and its payload
 	graceUntil time.Time                       // end of the startup grace (zero: none)

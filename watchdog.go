@@ -34,6 +34,7 @@ type Watchdog struct {
 	rec       *record.Recorder[entry, Event]
 	act       *actor
 	action    func(ctx context.Context, s *Session, v *VerdictError) error
+	calls     int // WithCallRecords: completed handlers recorded per window
 	obs       Observer
 	tickObs   *tickHook    // calls obs.OnSchedulerTick off the scheduler (nil without the hook)
 	faults    *userFaults  // logs and counts panics of user code
@@ -135,6 +136,7 @@ func New(opts ...Option) *Watchdog {
 		log:     c.log,
 		faults:  uf,
 		action:  c.action,
+		calls:   c.calls,
 		ids:     record.IDs{Prefix: c.idPrefix},
 		owner:   strings.TrimSuffix(c.idPrefix, "-"),
 		fleet:   newFleet(c.store, &c),

@@ -242,7 +242,11 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 		"WithEventIDPrefix": func(t *testing.T) {
 			assert.NotNil(t, watchdog.WithEventIDPrefix(""))
 		},
-		"WithLogger":   func(t *testing.T) { assert.NotNil(t, watchdog.WithLogger(nil)) },
+		"WithLogger": func(t *testing.T) { assert.NotNil(t, watchdog.WithLogger(nil)) },
+		"WithCallRecords": func(t *testing.T) {
+			w := watchdog.New(watchdog.WithCallRecords(0), watchdog.WithCallRecords(-1)) // off
+			require.NoError(t, w.Close(context.Background()))
+		},
 		"WithSlog":     func(t *testing.T) { assert.NotNil(t, watchdog.WithSlog(nil)) },
 		"WithObserver": func(t *testing.T) { assert.NotNil(t, watchdog.WithObserver(watchdog.Observer{})) },
 		"WithAdoption": func(t *testing.T) { assert.NotNil(t, watchdog.WithAdoption()) },

@@ -247,6 +247,16 @@ func describe(e watchdog.Event) Entry {
 		en.Label = "abandoned " + orDash(e.Layer)
 		add("%s %q ignored its deadline past the grace: abandoned after %s (budget+grace %s)", orDash(e.Layer), e.Handler, secs(e.MeasureSeconds), secs(e.LimitSeconds))
 		add("dying span %s", orDash(quoted(e.DyingSpan)))
+	case watchdog.KindCallCompleted:
+		en.Label = "call done"
+		s := fmt.Sprintf("%s %s ran %s of cap %s: %s", orDash(e.Layer), quoted(e.Handler), secs(e.MeasureSeconds), secs(e.LimitSeconds), orDash(e.Reason))
+		if e.Error != "" {
+			s += " (" + e.Error + ")"
+		}
+		add("%s", s)
+		if !e.ProgressAt.IsZero() {
+			add("last progress %d at %s", e.ProgressValue, stamp(e.ProgressAt))
+		}
 	case watchdog.KindWaitTimeout:
 		en.Label = "wait_timeout"
 		add("waited %s of timeout %s (generation %d): callback, no cancel", secs(e.MeasureSeconds), secs(e.LimitSeconds), e.Generation)
