@@ -66,17 +66,17 @@ type sessionRare struct {
 	waiter  *waiter       // armed waiting watchdog; guarded by w.mu
 	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
 
-	budgetFrom time.Time                       // Policy.SupervisedOnly: the budget counts from here if later than the window's start; set before the session is shared
-	continued  bool                            // a resume continues the open window (see carry)
-	carried    bool                            // and carries evidence over from the window's records
-	by, why    string                          // on the resume of an amended window: who amended it and why (see Amend); on a window StopBy ended, who stopped it and why (guarded by w.mu)
-	stopped    string                          // StopRequested or StopAmended: how StopBy or Amend ended the window, for Run; guarded by w.mu
-	callsRecorded int                          // completed handlers recorded in the window (WithCallRecords); guarded by w.mu
-	progress   uint64                          // the last saved progress (SaveProgress, or carried over by Resume); guarded by w.mu once shared
-	payload    json.RawMessage                 // and its payload
-	graceUntil time.Time                       // end of the startup grace (zero: none)
-	backingOff bool                            // RunPhase waits between attempts: the idle rule is suspended
-	liveness   map[string]decide.LivenessState // user liveness rules' settle memory
+	budgetFrom    time.Time                       // Policy.SupervisedOnly: the budget counts from here if later than the window's start; set before the session is shared
+	continued     bool                            // a resume continues the open window (see carry)
+	carried       bool                            // and carries evidence over from the window's records
+	by, why       string                          // on the resume of an amended window: who amended it and why (see Amend); on a window StopBy ended, who stopped it and why (guarded by w.mu)
+	stopped       string                          // StopRequested or StopAmended: how StopBy or Amend ended the window, for Run; guarded by w.mu
+	callsRecorded int                             // completed handlers recorded in the window (WithCallRecords); guarded by w.mu
+	progress      uint64                          // the last saved progress (SaveProgress, or carried over by Resume); guarded by w.mu once shared
+	payload       json.RawMessage                 // and its payload
+	graceUntil    time.Time                       // end of the startup grace (zero: none)
+	backingOff    bool                            // RunPhase waits between attempts: the idle rule is suspended
+	liveness      map[string]decide.LivenessState // user liveness rules' settle memory
 }
 
 // noRare stands in, read-only, for the sessionRare of a session without one.
