@@ -247,6 +247,13 @@ func describe(e watchdog.Event) Entry {
 		en.Label = "abandoned " + orDash(e.Layer)
 		add("%s %q ignored its deadline past the grace: abandoned after %s (budget+grace %s)", orDash(e.Layer), e.Handler, secs(e.MeasureSeconds), secs(e.LimitSeconds))
 		add("dying span %s", orDash(quoted(e.DyingSpan)))
+	case watchdog.KindProcessKilled:
+		en.Label = "process killed"
+		if e.Reason == "sigkill" {
+			add("command %s: %d process(es) outlived the %s grace after SIGTERM and were sent SIGKILL", quoted(e.Handler), e.ProcessesAlive, secs(e.LimitSeconds))
+		} else {
+			add("command %s: every process exited within the %s grace after SIGTERM", quoted(e.Handler), secs(e.LimitSeconds))
+		}
 	case watchdog.KindCallCompleted:
 		en.Label = "call done"
 		s := fmt.Sprintf("%s %s ran %s of cap %s: %s", orDash(e.Layer), quoted(e.Handler), secs(e.MeasureSeconds), secs(e.LimitSeconds), orDash(e.Reason))

@@ -82,6 +82,8 @@ func TestTheTimelineNamesOwnersAdoptionsAndAmends(t *testing.T) {
 			Reason: watchdog.StopRequested, By: "bob@oncall", Why: "runaway tool loop"},
 		{ID: "5c", AggregateID: "a", Kind: watchdog.KindCallCompleted, Window: 2, SessionStartedAt: t0, WindowStartedAt: t0.Add(9 * time.Second), OccurredAt: t0.Add(11 * time.Second),
 			Handler: "bash", Layer: "handler", MeasureSeconds: 1.5, LimitSeconds: 10, Reason: "error", Error: "exit status 2"},
+		{ID: "5k", AggregateID: "a", Kind: watchdog.KindProcessKilled, Window: 2, SessionStartedAt: t0, WindowStartedAt: t0.Add(9 * time.Second), OccurredAt: t0.Add(21 * time.Second),
+			Handler: "claude", Reason: "sigkill", LimitSeconds: 2, ProcessesAlive: 3},
 		{ID: "6", AggregateID: "a", Kind: watchdog.KindCheckpoint, Window: 2, SessionStartedAt: t0, WindowStartedAt: t0.Add(9 * time.Second), OccurredAt: t0.Add(12 * time.Second),
 			Owner: "o2", ProgressValue: 7, Payload: []byte(`{"step":"lint"}`)},
 	}
@@ -91,7 +93,8 @@ func TestTheTimelineNamesOwnersAdoptionsAndAmends(t *testing.T) {
 	}
 	for _, want := range []string{"owner o1", "owner o2; adopted from o1 (last seen 2026-11-25T09:00:02.000Z); evidence continued from the window's records",
 		"policy amended by alice: less time", "stop_requested", "stopped by bob@oncall: runaway tool loop", `call in flight "web_search" (handler, running 4s, cap 1m0s, idle 30s, progress 5 2s ago)`,
-		`call in flight "bash" (handler, running 1s, cap 10s, no progress)`, `handler "bash" ran 1.5s of cap 10s: error (exit status 2)`, `progress saved: 7, payload {"step":"lint"}`, "evidence of window 1 as a remote worker saw it",
+		`call in flight "bash" (handler, running 1s, cap 10s, no progress)`, `handler "bash" ran 1.5s of cap 10s: error (exit status 2)`,
+		`command "claude": 3 process(es) outlived the 2s grace after SIGTERM and were sent SIGKILL`, `progress saved: 7, payload {"step":"lint"}`, "evidence of window 1 as a remote worker saw it",
 		"budget counts supervised time, from 2026-11-25T09:00:06.000Z"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("timeline lacks %q:\n%s", want, b.String())
