@@ -2,9 +2,10 @@ package watchdog
 
 import "time"
 
-// SetWorkspaceHook installs f, called after each workspace change the
-// monitor records. Call it before the first WatchWorkspace.
-func SetWorkspaceHook(w *Watchdog, f func(*Session)) {
+// SetWorkspaceHook installs f, called with the changed path after each
+// workspace change the monitor records. Call it before the first
+// WatchWorkspace.
+func SetWorkspaceHook(w *Watchdog, f func(*Session, string)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.wsHook = f

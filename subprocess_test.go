@@ -205,7 +205,7 @@ func TestRealSubprocessesQuietFileWorkLivesSilentSleepDies(t *testing.T) {
 	w := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(store))
 	defer w.Close(context.Background())
 	changes := make(chan string, 64)
-	watchdog.SetWorkspaceHook(w, func(s *watchdog.Session) { changes <- s.ID() })
+	watchdog.SetWorkspaceHook(w, func(s *watchdog.Session, _ string) { changes <- s.ID() })
 	p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: 5 * time.Second, SettleChecks: 1}
 
 	// The quiet worker.

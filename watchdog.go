@@ -87,8 +87,8 @@ type Watchdog struct {
 	leaseRenewals, leaseFailures, adopted, disowned atomic.Int64
 	ckptFrom                                        atomic.Uint64 // where the next evidence checkpoint pass starts (see checkpoints)
 
-	ws     *workspace.Monitor // started on first WatchWorkspace; guarded by mu
-	wsHook func(*Session)     // tests only
+	ws     *workspace.Monitor     // started on first WatchWorkspace; guarded by mu
+	wsHook func(*Session, string) // tests only: after each workspace change, with its path
 }
 
 // New returns a running Watchdog. Without options it records to a private

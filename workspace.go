@@ -20,6 +20,19 @@ var defaultWorkspaceIgnore = []string{".git"}
 // trailing slash allowed, for example ".git/" or "*.tmp"; none given means
 // ".git"). It needs no UI and stops when the session's window
 // ends. The Watchdog shares one fsnotify watcher among all sessions.
+// Declare the workspace in the Policy (Policy.Workspace) instead to have
+// Start watch it and record it: a session then never runs without it.
+//
+// Git activity counts as work: when root/.git is a directory and the
+// patterns ignore ".git" (the default), the top level of .git is watched
+// anyway, without its subdirectories (objects/, refs/, logs/, whose writes
+// would be a storm of events on a fetch or a gc). Every git operation that
+// changes work writes an entry there: a commit COMMIT_EDITMSG and
+// index.lock, add, checkout, reset, merge and stash the index (through
+// index.lock), checkout and rebase HEAD (and rebase-merge/), rebase,
+// merge and reset ORIG_HEAD, fetch FETCH_HEAD; so git work is a handful of
+// events per operation. A .git file (a worktree, a submodule) is not
+// followed.
 //
 // It returns an error wrapping ErrInvalidArgument for an empty root, a root
 // that is not a directory, or a bad pattern; the window's end cause if the
@@ -46,6 +59,12 @@ func (s *Session) WatchWorkspace(root string, ignore ...string) error {
 		}
 		pats = append(pats, p)
 	}
+	var flat []string
+	if gitIgnored(pats) {
+		if fi, err := os.Stat(filepath.Join(abs, ".git")); err == nil && fi.IsDir() {
+			flat = append(flat, filepath.Join(abs, ".git"))
+		}
+	}
 	w := s.w
 	m, hook, err := w.workspaceMonitor()
 	if err != nil {
@@ -65,10 +84,10 @@ func (s *Session) WatchWorkspace(root string, ignore ...string) error {
 	w.wg.Add(1) // the AfterFunc below; Close waits for it
 	w.mu.Unlock()
 
-	stop, err := m.Watch(abs, pats, func() {
+	stop, err := m.Watch(abs, pats, flat, func(path string) {
 		s.Touch(ChannelWorkspace)
 		if hook != nil {
-			hook(s)
+			hook(s, path)
 		}
 	})
 	if err != nil {
@@ -84,7 +103,7 @@ func (s *Session) WatchWorkspace(root string, ignore ...string) error {
 
 // workspaceMonitor returns the shared monitor, starting it on first use,
 // and the tests' hook.
-func (w *Watchdog) workspaceMonitor() (*workspace.Monitor, func(*Session), error) {
+func (w *Watchdog) workspaceMonitor() (*workspace.Monitor, func(*Session, string), error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -98,4 +117,14 @@ func (w *Watchdog) workspaceMonitor() (*workspace.Monitor, func(*Session), error
 		w.ws = m
 	}
 	return w.ws, w.wsHook, nil
+}
+
+// gitIgnored reports whether the patterns ignore a .git directory.
+func gitIgnored(pats []string) bool {
+	for _, p := range pats {
+		if ok, _ := filepath.Match(p, ".git"); ok {
+			return true
+		}
+	}
+	return false
 }

@@ -28,7 +28,8 @@ type Monitor struct {
 type watch struct {
 	root    string
 	ignore  []string
-	changed func()
+	flat    map[string]bool // directories watched without their subdirectories, every change in them counted
+	changed func(path string)
 	dirs    map[string]struct{} // guarded by the monitor's mu
 }
 
@@ -43,16 +44,26 @@ func New(log *zap.Logger) (*Monitor, error) {
 	return m, nil
 }
 
-// Watch calls changed, on the Monitor's goroutine, after each change under
+// Watch calls changed with the path, on the Monitor's goroutine, after each change under
 // root (an absolute directory), recursively and new directories included,
 // except under ignored paths: a path is ignored when one of its elements
 // relative to root matches a pattern of ignore (filepath.Match syntax,
-// checked by the caller). The returned func ends the watch.
-func (m *Monitor) Watch(root string, ignore []string, changed func()) (stop func(), err error) {
-	ww := &watch{root: root, ignore: ignore, changed: changed, dirs: make(map[string]struct{})}
+// checked by the caller). Each directory of flat (absolute, typically an
+// ignored .git) is watched too, without its subdirectories, and every
+// change of its own entries counts, ignored or not. The returned func ends
+// the watch.
+func (m *Monitor) Watch(root string, ignore, flat []string, changed func(path string)) (stop func(), err error) {
+	ww := &watch{root: root, ignore: ignore, changed: changed, dirs: make(map[string]struct{}), flat: make(map[string]bool, len(flat))}
 	if err := m.addTree(ww, root); err != nil {
 		m.remove(ww)
 		return nil, err
+	}
+	for _, dir := range flat {
+		if err := m.add(ww, dir); err != nil {
+			m.remove(ww)
+			return nil, err
+		}
+		ww.flat[dir] = true
 	}
 	return func() { m.remove(ww) }, nil
 }
@@ -95,6 +106,10 @@ func (m *Monitor) handle(ev fsnotify.Event) {
 	}
 	m.mu.Unlock()
 	for _, ww := range interested {
+		if ww.flat[filepath.Dir(ev.Name)] {
+			ww.changed(ev.Name)
+			continue
+		}
 		rel, err := filepath.Rel(ww.root, ev.Name)
 		if err != nil || ww.ignored(rel) {
 			continue
@@ -106,7 +121,7 @@ func (m *Monitor) handle(ev fsnotify.Event) {
 				}
 			}
 		}
-		ww.changed()
+		ww.changed(ev.Name)
 	}
 }
 
@@ -136,21 +151,26 @@ func (m *Monitor) addTree(ww *watch, dir string) error {
 		if rel, _ := filepath.Rel(ww.root, path); rel != "." && ww.ignored(rel) {
 			return filepath.SkipDir
 		}
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if _, ok := m.dirs[path]; !ok {
-			if err := m.fsw.Add(path); err != nil {
-				if path == dir && dir == ww.root {
-					return err
-				}
-				return nil
-			}
-			m.dirs[path] = make(map[*watch]struct{})
+		if err := m.add(ww, path); err != nil && path == dir && dir == ww.root {
+			return err
 		}
-		m.dirs[path][ww] = struct{}{}
-		ww.dirs[path] = struct{}{}
 		return nil
 	})
+}
+
+// add watches the directory path for ww.
+func (m *Monitor) add(ww *watch, path string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.dirs[path]; !ok {
+		if err := m.fsw.Add(path); err != nil {
+			return err
+		}
+		m.dirs[path] = make(map[*watch]struct{})
+	}
+	m.dirs[path][ww] = struct{}{}
+	ww.dirs[path] = struct{}{}
+	return nil
 }
 
 // remove drops ww's interest in its directories, unwatching those nobody
