@@ -189,6 +189,22 @@ type Policy struct {
 	// the budget, comes out longer. The session ceiling always counts
 	// wall-clock time. JSON: wall_clock_supervised_only.
 	SupervisedOnly bool
+
+	// WorkspaceRoot declares the session's workspace: an absolute
+	// directory whose file changes (git's included) are evidence
+	// (ChannelWorkspace), watched from Start or Resume to the window's end
+	// as Session.WatchWorkspace does, with WorkspaceIgnore's patterns (none:
+	// ".git"). Start and Resume fail if it cannot be watched, so that no
+	// session runs without it, and the start or resume record's policy says
+	// which directory was watched and what was ignored. An adopter that
+	// continues the window (ContinueWhenOwnerLost) watches it if it can
+	// and logs a warning if not. Empty (the default): none. JSON:
+	// workspace_root.
+	WorkspaceRoot string
+
+	// WorkspaceIgnore are WorkspaceRoot's ignore patterns (see
+	// Session.WatchWorkspace). JSON: workspace_ignore.
+	WorkspaceIgnore []string
 }
 
 type policyJSON struct {
@@ -212,6 +228,8 @@ type policyJSON struct {
 	LivenessRules   []string               `json:"liveness_rules,omitempty"`
 	Continue        bool                   `json:"continue_when_owner_lost,omitempty"`
 	SupervisedOnly  bool                   `json:"wall_clock_supervised_only,omitempty"`
+	WorkspaceRoot   string                 `json:"workspace_root,omitempty"`
+	WorkspaceIgnore []string               `json:"workspace_ignore,omitempty"`
 }
 
 // durationKnob is one of Policy's plain duration fields beside its JSON
@@ -244,7 +262,7 @@ func (j *policyJSON) durations(p *Policy) []durationKnob {
 func (p Policy) MarshalJSON() ([]byte, error) {
 	j := policyJSON{SettleChecks: p.SettleChecks, Mode: p.Mode, RuleModes: p.RuleModes, Channels: p.Channels,
 		RecoveryBudget: p.RecoveryBudget, LivenessRules: p.LivenessRules, Continue: p.ContinueWhenOwnerLost,
-		SupervisedOnly: p.SupervisedOnly}
+		SupervisedOnly: p.SupervisedOnly, WorkspaceRoot: p.WorkspaceRoot, WorkspaceIgnore: p.WorkspaceIgnore}
 	for _, f := range j.durations(&p) {
 		if *f.d != 0 {
 			*f.s = formatSeconds(*f.d)
@@ -282,7 +300,7 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	}
 	q := Policy{SettleChecks: j.SettleChecks, Mode: j.Mode, RuleModes: j.RuleModes, Channels: j.Channels,
 		RecoveryBudget: j.RecoveryBudget, LivenessRules: j.LivenessRules, ContinueWhenOwnerLost: j.Continue,
-		SupervisedOnly: j.SupervisedOnly}
+		SupervisedOnly: j.SupervisedOnly, WorkspaceRoot: j.WorkspaceRoot, WorkspaceIgnore: j.WorkspaceIgnore}
 	var err error
 	for _, f := range j.durations(&q) {
 		if *f.d, err = parseSeconds(f.key, *f.s); err != nil {
@@ -441,7 +459,7 @@ func (p Policy) Validate() error {
 		}
 		seen[name] = true
 	}
-	return nil
+	return validWorkspace(p.WorkspaceRoot, p.WorkspaceIgnore)
 }
 
 func validMode(field string, m Mode) error {
@@ -467,7 +485,8 @@ func (p *Policy) same(q *Policy) bool {
 		maps.Equal(p.PhaseBudgets, q.PhaseBudgets) && p.IterationBudget == q.IterationBudget &&
 		p.HandlerGrace == q.HandlerGrace && p.RecoveryBudget == q.RecoveryBudget &&
 		p.RecoveryBackoff == q.RecoveryBackoff && slices.Equal(p.LivenessRules, q.LivenessRules) &&
-		p.ContinueWhenOwnerLost == q.ContinueWhenOwnerLost && p.SupervisedOnly == q.SupervisedOnly
+		p.ContinueWhenOwnerLost == q.ContinueWhenOwnerLost && p.SupervisedOnly == q.SupervisedOnly &&
+		p.WorkspaceRoot == q.WorkspaceRoot && slices.Equal(p.WorkspaceIgnore, q.WorkspaceIgnore)
 }
 
 // clone returns p with its own copies of its maps and slices, so that a
@@ -477,6 +496,7 @@ func (p Policy) clone() Policy {
 	p.Channels = slices.Clone(p.Channels)
 	p.PhaseBudgets = maps.Clone(p.PhaseBudgets)
 	p.LivenessRules = slices.Clone(p.LivenessRules)
+	p.WorkspaceIgnore = slices.Clone(p.WorkspaceIgnore)
 	return p
 }
 

@@ -42,7 +42,10 @@ import (
 // store's error when Load fails, ErrAlreadyWatched, ErrClosed, or an error
 // wrapping ErrInvalidArgument or ErrInvalidPolicy.
 func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, error) {
-	return w.resume(ctx, id, p, nil)
+	if err := checkWorkspaceDir(p); err != nil {
+		return nil, err
+	}
+	return watchDeclared(w.resume(ctx, id, p, nil))
 }
 
 // Amend changes the policy of s's session, as an explicit and recorded act:
@@ -65,6 +68,9 @@ func (s *Session) Amend(ctx context.Context, p Policy, by, why string) (*Session
 	if err := checkBy(by, why); err != nil {
 		return nil, err
 	}
+	if err := checkWorkspaceDir(p); err != nil {
+		return nil, err
+	}
 	won, err := s.stop(StopAmended)
 	if !won {
 		if err == nil {
@@ -72,7 +78,7 @@ func (s *Session) Amend(ctx context.Context, p Policy, by, why string) (*Session
 		}
 		return nil, fmt.Errorf("watchdog: amend %q: window %d had already ended: %w", s.id, s.window, err)
 	}
-	return s.w.resume(ctx, s.id, p, nil, by, why)
+	return watchDeclared(s.w.resume(ctx, s.id, p, nil, by, why))
 }
 
 // resume is Resume; with adopted, it takes over the open window the store

@@ -270,12 +270,15 @@ func (w *Watchdog) Start(ctx context.Context, id string, startedAt time.Time, p 
 	if !representable(startedAt) {
 		return nil, fmt.Errorf("%w: session %q: session_started_at %v is outside the years 1678 to 2262 that the Watchdog can time", ErrInvalidArgument, id, startedAt)
 	}
+	if err := checkWorkspaceDir(p); err != nil {
+		return nil, err
+	}
 	s := w.newSession(ctx, id, p)
 	w.now() // the wall clock's offset, current
 	s.sessionStartedAt = w.onTimeline(startedAt).UTC()
 	s.windowStartedAt = s.sessionStartedAt
 	s.window = 1
-	return w.open(ctx, s, KindStart, false, true)
+	return watchDeclared(w.open(ctx, s, KindStart, false, true))
 }
 
 type sessionKey struct{}

@@ -48,16 +48,9 @@ func (s *Session) WatchWorkspace(root string, ignore ...string) error {
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
 		return fmt.Errorf("%w: workspace %q is not a directory", ErrInvalidArgument, root)
 	}
-	if len(ignore) == 0 {
-		ignore = defaultWorkspaceIgnore
-	}
-	pats := make([]string, 0, len(ignore))
-	for _, p := range ignore {
-		p = strings.TrimSuffix(p, "/")
-		if _, err := filepath.Match(p, ""); err != nil || p == "" {
-			return fmt.Errorf("%w: workspace ignore pattern %q is malformed", ErrInvalidArgument, p)
-		}
-		pats = append(pats, p)
+	pats, err := ignorePatterns(ignore)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	var flat []string
 	if gitIgnored(pats) {
@@ -127,4 +120,69 @@ func gitIgnored(pats []string) bool {
 		}
 	}
 	return false
+}
+
+// ignorePatterns checks WatchWorkspace's ignore patterns and returns them
+// without trailing slashes; none means the default.
+func ignorePatterns(ignore []string) ([]string, error) {
+	if len(ignore) == 0 {
+		ignore = defaultWorkspaceIgnore
+	}
+	pats := make([]string, 0, len(ignore))
+	for _, p := range ignore {
+		p = strings.TrimSuffix(p, "/")
+		if _, err := filepath.Match(p, ""); err != nil || p == "" {
+			return nil, fmt.Errorf("workspace ignore pattern %q is malformed", p)
+		}
+		pats = append(pats, p)
+	}
+	return pats, nil
+}
+
+// validWorkspace checks Policy.WorkspaceRoot and WorkspaceIgnore, without
+// touching the file system.
+func validWorkspace(root string, ignore []string) error {
+	if root == "" {
+		if len(ignore) > 0 {
+			return fmt.Errorf("%w: workspace_ignore without a workspace_root", ErrInvalidPolicy)
+		}
+		return nil
+	}
+	if err := checkName("workspace_root", root); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+	}
+	if !filepath.IsAbs(root) {
+		return fmt.Errorf("%w: workspace_root %q is not an absolute path", ErrInvalidPolicy, root)
+	}
+	if _, err := ignorePatterns(ignore); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+	}
+	return nil
+}
+
+// checkWorkspaceDir reports, before anything is recorded, a declared
+// workspace that is not a directory here.
+func checkWorkspaceDir(p Policy) error {
+	if p.WorkspaceRoot == "" {
+		return nil
+	}
+	if fi, err := os.Stat(p.WorkspaceRoot); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%w: workspace_root %q is not a directory", ErrInvalidArgument, p.WorkspaceRoot)
+	}
+	return nil
+}
+
+// watchDeclared watches the workspace s's policy declares, once s's window
+// is open (err nil); if it cannot, the window ends (stop, reason failed)
+// and the error is returned, so that no session runs without it.
+func watchDeclared(s *Session, err error) (*Session, error) {
+	if err != nil || s.cfg.policy.WorkspaceRoot == "" {
+		return s, err
+	}
+	p := s.cfg.policy
+	if err := s.WatchWorkspace(p.WorkspaceRoot, p.WorkspaceIgnore...); err != nil {
+		_, _ = s.stop(StopFailed)
+		return nil, err
+	}
+	return s, nil
 }

@@ -8,6 +8,8 @@ package inspect
 import (
 	"encoding/json"
 	"fmt"
+	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -372,6 +374,17 @@ func addFleet(parts *[]string, e watchdog.Event) {
 func addPolicy(parts *[]string, e watchdog.Event) {
 	if e.Policy == nil {
 		return
+	}
+	if root := e.Policy.WorkspaceRoot; root != "" {
+		ign := e.Policy.WorkspaceIgnore
+		if len(ign) == 0 {
+			ign = []string{".git"}
+		}
+		s := fmt.Sprintf("workspace %s watched, ignoring %s", quoted(root), strings.Join(ign, ", "))
+		if slices.ContainsFunc(ign, func(p string) bool { ok, _ := path.Match(strings.TrimSuffix(p, "/"), ".git"); return ok }) {
+			s += " (the top level of .git still watched: git operations count)"
+		}
+		*parts = append(*parts, s)
 	}
 	b, err := json.Marshal(e.Policy)
 	if err != nil {

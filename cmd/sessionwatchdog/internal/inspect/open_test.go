@@ -62,7 +62,7 @@ func TestOpenWindowsListsTheWindowsNobodyEndedWithTheirDeadlineAndLease(t *testi
 // budget of supervised time counts from.
 func TestTheTimelineNamesOwnersAdoptionsAndAmends(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
-	p := &watchdog.Policy{WallClock: time.Hour}
+	p := &watchdog.Policy{WallClock: time.Hour, WorkspaceRoot: "/srv/agent"}
 	last := t0.Add(2 * time.Second)
 	events := []watchdog.Event{
 		{ID: "1", AggregateID: "a", Kind: watchdog.KindStart, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0, Owner: "o1", Policy: p},
@@ -92,7 +92,7 @@ func TestTheTimelineNamesOwnersAdoptionsAndAmends(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"owner o1", "owner o2; adopted from o1 (last seen 2026-11-25T09:00:02.000Z); evidence continued from the window's records",
-		"policy amended by alice: less time", "stop_requested", "stopped by bob@oncall: runaway tool loop", `call in flight "web_search" (handler, running 4s, cap 1m0s, idle 30s, progress 5 2s ago)`,
+		"policy amended by alice: less time", `workspace "/srv/agent" watched, ignoring .git (the top level of .git still watched: git operations count)`, "stop_requested", "stopped by bob@oncall: runaway tool loop", `call in flight "web_search" (handler, running 4s, cap 1m0s, idle 30s, progress 5 2s ago)`,
 		`call in flight "bash" (handler, running 1s, cap 10s, no progress)`, `handler "bash" ran 1.5s of cap 10s: error (exit status 2)`,
 		`command "claude": 3 process(es) outlived the 2s grace after SIGTERM and were sent SIGKILL`, `progress saved: 7, payload {"step":"lint"}`, "evidence of window 1 as a remote worker saw it",
 		"budget counts supervised time, from 2026-11-25T09:00:06.000Z"} {
