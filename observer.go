@@ -233,26 +233,59 @@ func (w *Watchdog) SessionsByRule() map[RuleMode]int {
 	if len(live) == 0 {
 		return nil
 	}
-	byConfig := make(map[*sessionConfig]int)
+	// The built-in rules' counts depend on which rules are armed and which
+	// are in shadow mode: one bit each per rule, counted in an array.
+	var bySig [1 << (2 * decide.NumRules)]int
+	var liveness map[*sessionConfig]int // configs declaring liveness rules
 	for _, s := range live {
-		byConfig[s.cfg]++ // set before the session was shared, never changed
+		c := s.cfg // set before the session was shared, never changed
+		bySig[c.ruleSig()]++
+		if len(c.policy.LivenessRules) > 0 {
+			if liveness == nil {
+				liveness = make(map[*sessionConfig]int)
+			}
+			liveness[c]++
+		}
 	}
 	out := make(map[RuleMode]int)
-	for c, n := range byConfig {
-		p, l := &c.policy, &c.limits
-		for r, armed := range [...]bool{
-			decide.RuleWallClock:      true,
-			decide.RuleSessionCeiling: l.SessionCeiling > 0,
-			decide.RuleChildrenWait:   l.ChildWaitCeiling > 0,
-			decide.RuleIdle:           l.IdleWindow > 0,
-		} {
-			if armed {
-				out[RuleMode{ruleNames[r], p.modeOf(ruleNames[r])}] += n
+	for sig, n := range bySig {
+		for r := range decide.NumRules {
+			if n > 0 && sig&(1<<r) != 0 {
+				mode := ModeAct
+				if sig&(1<<(decide.NumRules+r)) != 0 {
+					mode = ModeShadow
+				}
+				out[RuleMode{ruleNames[r], mode}] += n
 			}
 		}
-		for _, rule := range p.LivenessRules {
-			out[RuleMode{rule, p.modeOf(rule)}] += n
+	}
+	for c, n := range liveness {
+		for _, rule := range c.policy.LivenessRules {
+			out[RuleMode{rule, c.policy.modeOf(rule)}] += n
 		}
 	}
 	return out
+}
+
+// ruleSig is the set of built-in rules c arms (bit r for rule r) and of
+// those in shadow mode (bit NumRules+r): the wall clock always, the others
+// when their limit is set.
+func (c *sessionConfig) ruleSig() int {
+	l := &c.limits
+	sig := 1 << decide.RuleWallClock
+	for r, armed := range [...]bool{
+		decide.RuleSessionCeiling: l.SessionCeiling > 0,
+		decide.RuleChildrenWait:   l.ChildWaitCeiling > 0,
+		decide.RuleIdle:           l.IdleWindow > 0,
+	} {
+		if armed {
+			sig |= 1 << r
+		}
+	}
+	for r := range decide.NumRules {
+		if sig&(1<<r) != 0 && l.Shadow.Has(r) {
+			sig |= 1 << (decide.NumRules + r)
+		}
+	}
+	return sig
 }

@@ -2,6 +2,7 @@ package watchdog_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -84,4 +85,34 @@ func TestSessionsByRuleFollowsAnAmendToTheNewPolicy(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[watchdog.RuleMode]int{{"wall_clock", watchdog.ModeAct}: 1, {"idle", watchdog.ModeAct}: 1},
 		w.SessionsByRule())
+}
+
+// BenchmarkSessionsByRule100k measures one SessionsByRule call with
+// 100,000 sessions watched: all under one policy, and alternating between
+// two (each session then has a resolved policy of its own, the worst case
+// for memory locality).
+func BenchmarkSessionsByRule100k(b *testing.B) {
+	one := []watchdog.Policy{{WallClock: time.Hour}}
+	two := []watchdog.Policy{{WallClock: time.Hour}, {WallClock: time.Hour, IdleWindow: time.Minute, Mode: watchdog.ModeShadow}}
+	for name, policies := range map[string][]watchdog.Policy{"one_policy": one, "two_policies": two} {
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			w := watchdog.New(watchdog.WithClock(newMock()))
+			defer w.Close(ctx)
+			for i := range 100_000 {
+				if _, err := w.Start(ctx, "s"+strconv.Itoa(i), t0, policies[i%len(policies)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := w.Check(ctx); err != nil { // the start events recorded
+				b.Fatal(err)
+			}
+			want := 100_000 / len(policies)
+			for b.Loop() {
+				if n := w.SessionsByRule()[watchdog.RuleMode{Rule: "wall_clock", Mode: watchdog.ModeAct}]; n != want {
+					b.Fatal(n)
+				}
+			}
+		})
+	}
 }
