@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/sessionwatchdog/watchdog/internal/decide"
 )
 
 // Observer is the Watchdog's hook for metrics and traces; it has no
@@ -196,4 +198,94 @@ func (w *Watchdog) Stats() Stats {
 		Adopted:           w.adopted.Load(),
 		Disowned:          w.disowned.Load(),
 	}
+}
+
+// RuleMode is a rule and the mode it runs in, the key of
+// Watchdog.SessionsByRule.
+type RuleMode struct {
+	// Rule is a rule's name: "wall_clock", "session_ceiling",
+	// "children_wait", "idle" or one of a Policy's LivenessRules.
+	Rule string
+	// Mode is the rule's mode in the session's Policy: ModeAct or
+	// ModeShadow (never empty).
+	Mode Mode
+}
+
+// SessionsByRule returns, for each rule and mode, how many of the windows
+// being watched (those Stats.Sessions counts) have that rule armed in that
+// mode by their Policy: wall_clock always (so its two modes add up to
+// Stats.Sessions), session_ceiling when SessionCeiling is set,
+// children_wait when ChildrenWaitCeiling is set, idle when IdleWindow is
+// set, and every declared liveness rule. A window counts from the Start or
+// Resume that opens or continues it until it ends (a stop or a cancel), the
+// Watchdog stops watching it (Close, or another owner holds it) or a
+// refused opening releases it; a shadow decision does not end it. Pairs
+// with no window are absent (nil when nothing is watched).
+//
+// It is safe for concurrent use, also after Close (then nil). It holds the
+// Watchdog's lock only to copy the list of sessions, and counts outside it:
+// it costs O(sessions), so call it once per metrics collection, not per
+// event.
+func (w *Watchdog) SessionsByRule() map[RuleMode]int {
+	w.mu.Lock()
+	live := w.sessions.All()
+	w.mu.Unlock()
+	if len(live) == 0 {
+		return nil
+	}
+	// The built-in rules' counts depend on which rules are armed and which
+	// are in shadow mode: one bit each per rule, counted in an array.
+	var bySig [1 << (2 * decide.NumRules)]int
+	var liveness map[*sessionConfig]int // configs declaring liveness rules
+	for _, s := range live {
+		c := s.cfg // set before the session was shared, never changed
+		bySig[c.ruleSig()]++
+		if len(c.policy.LivenessRules) > 0 {
+			if liveness == nil {
+				liveness = make(map[*sessionConfig]int)
+			}
+			liveness[c]++
+		}
+	}
+	out := make(map[RuleMode]int)
+	for sig, n := range bySig {
+		for r := range decide.NumRules {
+			if n > 0 && sig&(1<<r) != 0 {
+				mode := ModeAct
+				if sig&(1<<(decide.NumRules+r)) != 0 {
+					mode = ModeShadow
+				}
+				out[RuleMode{ruleNames[r], mode}] += n
+			}
+		}
+	}
+	for c, n := range liveness {
+		for _, rule := range c.policy.LivenessRules {
+			out[RuleMode{rule, c.policy.modeOf(rule)}] += n
+		}
+	}
+	return out
+}
+
+// ruleSig is the set of built-in rules c arms (bit r for rule r) and of
+// those in shadow mode (bit NumRules+r): the wall clock always, the others
+// when their limit is set.
+func (c *sessionConfig) ruleSig() int {
+	l := &c.limits
+	sig := 1 << decide.RuleWallClock
+	for r, armed := range [...]bool{
+		decide.RuleSessionCeiling: l.SessionCeiling > 0,
+		decide.RuleChildrenWait:   l.ChildWaitCeiling > 0,
+		decide.RuleIdle:           l.IdleWindow > 0,
+	} {
+		if armed {
+			sig |= 1 << r
+		}
+	}
+	for r := range decide.NumRules {
+		if sig&(1<<r) != 0 && l.Shadow.Has(r) {
+			sig |= 1 << (decide.NumRules + r)
+		}
+	}
+	return sig
 }

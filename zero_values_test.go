@@ -236,6 +236,10 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 			invalid(t, err)
 		},
 		"Watchdog.Stats": func(t *testing.T) { w, _ := newSession(t); assert.Equal(t, 1, w.Stats().Sessions) },
+		"Watchdog.SessionsByRule": func(t *testing.T) {
+			w, _ := newSession(t)
+			assert.Equal(t, map[watchdog.RuleMode]int{{Rule: "wall_clock", Mode: watchdog.ModeAct}: 1}, w.SessionsByRule())
+		},
 		"Watchdog.Store": func(t *testing.T) { w, _ := newSession(t); assert.NotNil(t, w.Store()) },
 		"WithAction":     func(t *testing.T) { assert.NotNil(t, watchdog.WithAction(nil)) },
 		"WithClock":      func(t *testing.T) { assert.NotNil(t, watchdog.WithClock(nil)) },

@@ -23,12 +23,17 @@
 // verdict it caused share one trace, and the event_id joins that trace to the
 // event log.
 //
-// Instruments (scope ScopeName):
+// Instruments (scope ScopeName; ObserveStats adds the Stats gauges and
+// counters, and watchdog_sessions_watched by rule and mode):
 //
-//	handler_deadline_remaining_ms    float64 gauge      ms         handler, layer
-//	handler_deadline_exceeded_total  int64 counter      {overrun}  handler, layer, dying_span
-//	scheduler_tick_lateness_ms       float64 histogram  ms         (none)
-//	watchdog_events_total            int64 counter      {event}    event_kind, reason, rule, mode, verdict
+//	watchdog_handler_deadline_remaining_seconds  float64 gauge      s          handler, layer
+//	watchdog_handler_deadline_exceeded_total     int64 counter      {overrun}  handler, layer, dying_span
+//	watchdog_scheduler_tick_lateness_seconds     float64 histogram  s          (none)
+//	watchdog_events_total                        int64 counter      {event}    event_kind, reason, rule, mode, verdict
+//
+// Each name is already its Prometheus name (unit word and _total included,
+// units "s" or an annotation), so the OpenTelemetry Prometheus exporter
+// shows it unchanged with its default options.
 //
 // Session ids are span attributes only, never metric attributes, so the
 // metrics' cardinality is bounded by the number of handler, step and reason

@@ -72,7 +72,7 @@ func ExampleNew() {
 	}
 	// Output:
 	// deadline exceeded: true
-	// handler_deadline_remaining_ms{handler=web_search} 50
-	// handler_deadline_exceeded_total{dying_span=http_get} 1
+	// watchdog_handler_deadline_remaining_seconds{handler=web_search} 0.05
+	// watchdog_handler_deadline_exceeded_total{dying_span=http_get} 1
 	// span "handler web_search": event runtime.handler.deadline_exceeded
 }

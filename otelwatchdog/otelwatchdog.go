@@ -21,20 +21,25 @@ import (
 const ScopeName = "github.com/sessionwatchdog/watchdog/otelwatchdog"
 
 // Instrument names. They are part of the adapter's contract; the README
-// lists their kinds, units and attributes.
+// lists their kinds, units and attributes. Each name is already the
+// Prometheus name: it ends with its unit's Prometheus word ("seconds") and
+// a counter's with "_total", and its unit is the UCUM base unit ("s") or an
+// annotation ("{event}") the exporter drops, so the OpenTelemetry Prometheus
+// exporter (go.opentelemetry.io/otel/exporters/prometheus) shows the same
+// name with its default options and with every translation strategy.
 const (
-	// MetricHandlerDeadlineRemaining is a float64 gauge, unit "ms": the
+	// MetricHandlerDeadlineRemaining is a float64 gauge, unit "s": the
 	// budget a deadline layer (handler, iteration or phase) has left when
 	// it starts, by handler and layer.
-	MetricHandlerDeadlineRemaining = "handler_deadline_remaining_ms"
+	MetricHandlerDeadlineRemaining = "watchdog_handler_deadline_remaining_seconds"
 	// MetricHandlerDeadlineExceeded is an int64 counter, unit "{overrun}":
 	// deadline layers whose deadline fired, by handler, layer and
 	// dying_span.
-	MetricHandlerDeadlineExceeded = "handler_deadline_exceeded_total"
-	// MetricSchedulerTickLateness is a float64 histogram, unit "ms": per
+	MetricHandlerDeadlineExceeded = "watchdog_handler_deadline_exceeded_total"
+	// MetricSchedulerTickLateness is a float64 histogram, unit "s": per
 	// scheduler pass that found something due, how long after its due
 	// instant the most overdue item was handled.
-	MetricSchedulerTickLateness = "scheduler_tick_lateness_ms"
+	MetricSchedulerTickLateness = "watchdog_scheduler_tick_lateness_seconds"
 	// MetricEvents is an int64 counter, unit "{event}": the events the
 	// Watchdog recorded (verdicts, decisions, cancels, overruns...), by
 	// event_kind, reason, rule, mode and verdict.
@@ -70,10 +75,10 @@ const (
 	// MetricAbandonedHandlers is an int64 counter, unit "{handler}":
 	// functions abandoned past their deadline and grace
 	// (Stats.AbandonedHandlers).
-	MetricAbandonedHandlers = "handler_abandoned_total"
+	MetricAbandonedHandlers = "watchdog_handler_abandoned_total"
 	// MetricAbandonedRunning is an int64 gauge, unit "{handler}": the
 	// abandoned functions still running (Stats.AbandonedRunning).
-	MetricAbandonedRunning = "handler_abandoned_running"
+	MetricAbandonedRunning = "watchdog_handler_abandoned_running"
 	// MetricLeaseRenewals and MetricLeaseFailures are int64 counters, unit
 	// "{heartbeat}": lease heartbeats that renewed the lease and that failed
 	// (Stats.LeaseRenewals, Stats.LeaseFailures; with a Leaser store).
@@ -86,6 +91,13 @@ const (
 	// longer watched because another owner holds their window
 	// (Stats.Disowned).
 	MetricDisowned = "watchdog_disowned_windows_total"
+	// MetricSessionsWatched is an int64 gauge, unit "{session}", by rule
+	// and mode: the windows being watched whose policy arms the rule in
+	// that mode (Watchdog.SessionsByRule). The wall_clock rule is armed in
+	// every window, so its act and shadow series add up to MetricSessions.
+	// The four built-in rules are always observed, at 0 when no window has
+	// them in that mode; a liveness rule only while a window declares it.
+	MetricSessionsWatched = "watchdog_sessions_watched"
 )
 
 // Metric attribute keys. MetricHandlerDeadlineRemaining has handler and
@@ -105,9 +117,11 @@ const (
 	AttrEventKind = attribute.Key("event_kind")
 	// AttrReason is the event's reason.
 	AttrReason = attribute.Key("reason")
-	// AttrRule is the rule behind the event.
+	// AttrRule is the rule behind the event, or on MetricSessionsWatched
+	// the rule counted.
 	AttrRule = attribute.Key("rule")
-	// AttrMode is a decision's mode: "act" or "shadow".
+	// AttrMode is a decision's mode, or on MetricSessionsWatched the
+	// rule's mode: "act" or "shadow".
 	AttrMode = attribute.Key("mode")
 	// AttrVerdict is the event's verdict: "CONTINUE" or "HARD_STOP".
 	AttrVerdict = attribute.Key("verdict")
@@ -150,9 +164,10 @@ const (
 	SpanAttrOccurredAt = attribute.Key("watchdog.occurred_at")
 )
 
-// defaultLatenessBuckets are the bucket boundaries, in milliseconds, of
-// MetricSchedulerTickLateness unless WithLatenessBuckets says otherwise.
-var defaultLatenessBuckets = []float64{0, 0.1, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
+// defaultLatenessBuckets are the bucket boundaries, in seconds, of
+// MetricSchedulerTickLateness unless WithLatenessBuckets says otherwise:
+// 0 and 100 µs to 10 s.
+var defaultLatenessBuckets = []float64{0, 0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
 // Option configures New.
 type Option func(*config)
@@ -163,10 +178,10 @@ type config struct {
 	buckets []float64
 }
 
-// WithLatenessBuckets sets the explicit bucket boundaries, in milliseconds
-// and increasing, advised for MetricSchedulerTickLateness. The default is
-// 0, 0.1, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000 and
-// 10000; no boundaries (nil) also means the default. A View on the
+// WithLatenessBuckets sets the explicit bucket boundaries, in seconds and
+// increasing, advised for MetricSchedulerTickLateness. The default is 0,
+// 0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+// 1, 2.5, 5 and 10; no boundaries (nil) also means the default. A View on the
 // MeterProvider overrides either.
 func WithLatenessBuckets(bounds ...float64) Option {
 	bounds = append([]float64(nil), bounds...)
@@ -279,13 +294,13 @@ func New(opts ...Option) (watchdog.Observer, error) {
 	a := &adapter{tracer: c.tp.Tracer(ScopeName)}
 	var errs [4]error
 	a.remaining, errs[0] = meter.Float64Gauge(MetricHandlerDeadlineRemaining,
-		metric.WithUnit("ms"),
+		metric.WithUnit("s"),
 		metric.WithDescription("Budget a deadline layer (handler, iteration, phase) has left when it starts."))
 	a.exceeded, errs[1] = meter.Int64Counter(MetricHandlerDeadlineExceeded,
 		metric.WithUnit("{overrun}"),
 		metric.WithDescription("Deadline layers whose deadline fired, by the step that was running (dying_span)."))
 	a.lateness, errs[2] = meter.Float64Histogram(MetricSchedulerTickLateness,
-		metric.WithUnit("ms"),
+		metric.WithUnit("s"),
 		metric.WithDescription("How late the watchdog scheduler handled the most overdue item of a pass."),
 		metric.WithExplicitBucketBoundaries(c.buckets...))
 	a.events, errs[3] = meter.Int64Counter(MetricEvents,
@@ -309,7 +324,7 @@ func (a *adapter) onHandler(ctx context.Context, layer watchdog.Layer, name stri
 	}
 	ctx, span := a.tracer.Start(ctx, string(layer)+" "+name,
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	a.remaining.Record(ctx, ms(remaining), a.attrs.get(attrKey{metric: MetricHandlerDeadlineRemaining, a: [5]string{name, string(layer)}},
+	a.remaining.Record(ctx, remaining.Seconds(), a.attrs.get(attrKey{metric: MetricHandlerDeadlineRemaining, a: [5]string{name, string(layer)}},
 		func() []attribute.KeyValue {
 			return []attribute.KeyValue{AttrHandler.String(name), AttrLayer.String(string(layer))}
 		}))
@@ -340,7 +355,7 @@ func (a *adapter) onHandlerEnd(ctx context.Context, span trace.Span, layer watch
 }
 
 func (a *adapter) onSchedulerTick(lateness time.Duration) {
-	a.lateness.Record(context.Background(), ms(lateness))
+	a.lateness.Record(context.Background(), lateness.Seconds())
 }
 
 // verdict is the verdict label the log records beside an event of kind.
@@ -371,11 +386,14 @@ func (a *adapter) onEvent(e watchdog.Event) {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // ObserveStats registers w's Stats as observable instruments (MetricSessions,
-// MetricQueued, ...) on the MeterProvider of opts (WithMeterProvider; the
-// other options do not apply): one call of w.Stats per collection, with no
-// cost between collections. Unregister the returned Registration before
-// dropping w. It returns an error if the MeterProvider refuses an instrument
-// or the callback, or if w is nil.
+// MetricQueued, ...) and w's SessionsByRule as MetricSessionsWatched, on the
+// MeterProvider of opts (WithMeterProvider; the other options do not
+// apply): one call of w.Stats and one of w.SessionsByRule per collection,
+// with no cost between collections. Register one Watchdog per
+// MeterProvider: the instruments carry no attribute naming the Watchdog,
+// so two would report the same series. Unregister the returned
+// Registration before dropping w. It returns an error if the MeterProvider
+// refuses an instrument or the callback, or if w is nil.
 func ObserveStats(w *watchdog.Watchdog, opts ...Option) (metric.Registration, error) {
 	if w == nil {
 		return nil, errors.New("otelwatchdog: ObserveStats: nil Watchdog")
@@ -408,6 +426,7 @@ func ObserveStats(w *watchdog.Watchdog, opts ...Option) (metric.Registration, er
 	leaseFailures := counter(MetricLeaseFailures, "{heartbeat}", "Lease heartbeats that failed.")
 	adopted := counter(MetricAdopted, "{window}", "Windows adopted from owners whose lease expired.")
 	disowned := counter(MetricDisowned, "{window}", "Sessions no longer watched because another owner holds their window.")
+	watched := gauge(MetricSessionsWatched, "{session}", "Windows being watched whose policy arms the rule in the mode.")
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -426,6 +445,34 @@ func ObserveStats(w *watchdog.Watchdog, opts ...Option) (metric.Registration, er
 		o.ObserveInt64(leaseFailures, st.LeaseFailures)
 		o.ObserveInt64(adopted, st.Adopted)
 		o.ObserveInt64(disowned, st.Disowned)
+		byRule := w.SessionsByRule()
+		for _, b := range builtinRuleModes {
+			o.ObserveInt64(watched, int64(byRule[b.key]), b.attrs)
+			delete(byRule, b.key)
+		}
+		for k, n := range byRule { // liveness rules: names the policy declares
+			o.ObserveInt64(watched, int64(n), metric.WithAttributes(AttrRule.String(k.Rule), AttrMode.String(string(k.Mode))))
+		}
 		return nil
-	}, sessions, queued, oldest, coalesced, hung, failing, panics, abandoned, running, renewals, leaseFailures, adopted, disowned)
+	}, sessions, queued, oldest, coalesced, hung, failing, panics, abandoned, running, renewals, leaseFailures, adopted, disowned, watched)
 }
+
+// ruleSeries is a series of MetricSessionsWatched: its key in
+// Watchdog.SessionsByRule and its attributes.
+type ruleSeries struct {
+	key   watchdog.RuleMode
+	attrs metric.ObserveOption
+}
+
+// builtinRuleModes are the series of MetricSessionsWatched observed at
+// every collection, 0 included: the built-in rules in each mode.
+var builtinRuleModes = func() []ruleSeries {
+	var out []ruleSeries
+	for _, rule := range []string{"wall_clock", "session_ceiling", "children_wait", "idle"} {
+		for _, mode := range []watchdog.Mode{watchdog.ModeAct, watchdog.ModeShadow} {
+			out = append(out, ruleSeries{watchdog.RuleMode{Rule: rule, Mode: mode},
+				metric.WithAttributeSet(attribute.NewSet(AttrRule.String(rule), AttrMode.String(string(mode))))})
+		}
+	}
+	return out
+}()

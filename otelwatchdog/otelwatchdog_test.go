@@ -3,6 +3,7 @@ package otelwatchdog_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -125,7 +126,7 @@ func lateness(t *testing.T, ms map[string]metricdata.Metrics) metricdata.Histogr
 	h, ok := m.Data.(metricdata.Histogram[float64])
 	require.True(t, ok, "%T", m.Data)
 	require.Len(t, h.DataPoints, 1)
-	assert.Equal(t, "ms", m.Unit)
+	assert.Equal(t, "s", m.Unit)
 	return h.DataPoints[0]
 }
 
@@ -189,10 +190,10 @@ func TestHandlerOverrunMetricsAndTrace(t *testing.T) {
 	g, ok := ms[otelwatchdog.MetricHandlerDeadlineRemaining].Data.(metricdata.Gauge[float64])
 	require.True(t, ok)
 	require.Len(t, g.DataPoints, 1)
-	assert.Equal(t, 2000.0, g.DataPoints[0].Value)
+	assert.Equal(t, 2.0, g.DataPoints[0].Value, "seconds")
 	assert.Equal(t, set(otelwatchdog.AttrHandler.String("web_search"), otelwatchdog.AttrLayer.String("handler")),
 		distinct(g.DataPoints[0].Attributes))
-	assert.Equal(t, "ms", ms[otelwatchdog.MetricHandlerDeadlineRemaining].Unit)
+	assert.Equal(t, "s", ms[otelwatchdog.MetricHandlerDeadlineRemaining].Unit)
 
 	// One overrun, by its dying span; its exemplar points at the handler span.
 	exceeded := sumPoints(t, ms[otelwatchdog.MetricHandlerDeadlineExceeded])
@@ -325,7 +326,8 @@ func TestWallClockCancelCounters(t *testing.T) {
 	h := lateness(t, ms)
 	assert.GreaterOrEqual(t, h.Count, uint64(1))
 	assert.Equal(t, 0.0, h.Sum)
-	assert.Equal(t, []float64{0, 0.1, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}, h.Bounds)
+	assert.Equal(t, []float64{0, 0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}, h.Bounds,
+		"seconds, from 100 µs to 10 s")
 	// No deadline layer ran: no gauge, no overrun, no span.
 	assert.NotContains(t, ms, otelwatchdog.MetricHandlerDeadlineRemaining)
 	assert.NotContains(t, ms, otelwatchdog.MetricHandlerDeadlineExceeded)
@@ -357,9 +359,9 @@ func TestNestedLayersInTime(t *testing.T) {
 	}
 	handler, layer := otelwatchdog.AttrHandler.String, otelwatchdog.AttrLayer.String
 	assert.Equal(t, map[attribute.Distinct]float64{
-		set(handler("plan"), layer("phase")):         60000,
-		set(handler("read_file"), layer("handler")):  500,
-		set(handler("write_file"), layer("handler")): 1500,
+		set(handler("plan"), layer("phase")):         60,
+		set(handler("read_file"), layer("handler")):  0.5,
+		set(handler("write_file"), layer("handler")): 1.5,
 	}, got)
 	assert.NotContains(t, ms, otelwatchdog.MetricHandlerDeadlineExceeded)
 
@@ -408,20 +410,19 @@ func TestConcurrentHandlers(t *testing.T) {
 	assert.Equal(t, int64(sessions), ec[set(otelwatchdog.AttrEventKind.String(watchdog.KindStart))])
 }
 
-// Lateness is recorded in fractional milliseconds into the configured
-// buckets.
-func TestLatenessBuckets(t *testing.T) {
-	f := newFixture(t, otelwatchdog.WithLatenessBuckets(1, 10))
+// Lateness is recorded in fractional seconds into the configured buckets.
+func TestLatenessIsRecordedInSecondsIntoTheConfiguredBuckets(t *testing.T) {
+	f := newFixture(t, otelwatchdog.WithLatenessBuckets(0.001, 0.01))
 	f.obs.OnSchedulerTick(2500 * time.Microsecond)
 	f.obs.OnSchedulerTick(20 * time.Millisecond)
 	h := lateness(t, f.collect(t))
-	assert.Equal(t, []float64{1, 10}, h.Bounds)
+	assert.Equal(t, []float64{0.001, 0.01}, h.Bounds)
 	assert.Equal(t, []uint64{0, 1, 1}, h.BucketCounts)
 	assert.Equal(t, uint64(2), h.Count)
-	assert.Equal(t, 22.5, h.Sum)
+	assert.InDelta(t, 0.0225, h.Sum, 1e-12)
 	maxV, ok := h.Max.Value()
 	assert.True(t, ok)
-	assert.Equal(t, 20.0, maxV)
+	assert.Equal(t, 0.02, maxV)
 }
 
 // Without options, New uses the global providers (no-op by default) and its
@@ -499,6 +500,59 @@ func TestObserveStatsExportsTheWatchdogsState(t *testing.T) {
 	for name := range want {
 		assert.NotContains(t, after, name)
 	}
+	assert.NotContains(t, after, otelwatchdog.MetricSessionsWatched)
 	_, err = otelwatchdog.ObserveStats(nil)
 	require.ErrorContains(t, err, "nil Watchdog")
+}
+
+// watchedSeries maps each rule/mode of MetricSessionsWatched to its value.
+func watchedSeries(t *testing.T, ms map[string]metricdata.Metrics) map[[2]string]int64 {
+	t.Helper()
+	m, ok := ms[otelwatchdog.MetricSessionsWatched]
+	require.True(t, ok, "no %s", otelwatchdog.MetricSessionsWatched)
+	assert.Equal(t, "{session}", m.Unit)
+	g, ok := m.Data.(metricdata.Gauge[int64])
+	require.True(t, ok, "%T", m.Data)
+	out := make(map[[2]string]int64)
+	for _, dp := range g.DataPoints {
+		rule, _ := dp.Attributes.Value(otelwatchdog.AttrRule)
+		mode, _ := dp.Attributes.Value(otelwatchdog.AttrMode)
+		require.Equal(t, 2, dp.Attributes.Len(), "rule and mode only")
+		out[[2]string{rule.AsString(), mode.AsString()}] = dp.Value
+	}
+	return out
+}
+
+// ObserveStats exports the windows watched by rule and mode: every built-in
+// rule in both modes (0 included), a liveness rule while a window declares
+// it; a window leaves the count when it ends, not on a shadow decision.
+func TestObserveStatsExportsTheSessionsWatchedByRuleAndMode(t *testing.T) {
+	f := newFixture(t)
+	reg, err := otelwatchdog.ObserveStats(f.w, otelwatchdog.WithMeterProvider(f.mp))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, reg.Unregister()) }()
+	_, err = f.w.Start(f.ctx, "acting", t0, watchdog.Policy{WallClock: time.Second, IdleWindow: time.Minute})
+	require.NoError(t, err)
+	_, err = f.w.Start(f.ctx, "advised", t0, watchdog.Policy{WallClock: time.Second, Mode: watchdog.ModeShadow})
+	require.NoError(t, err)
+	live, err := f.w.Start(f.ctx, "heartbeat", t0, watchdog.Policy{WallClock: time.Hour, LivenessRules: []string{"heartbeat"},
+		RuleModes: map[string]watchdog.Mode{"heartbeat": watchdog.ModeShadow}})
+	require.NoError(t, err)
+
+	zero := map[[2]string]int64{}
+	for _, rule := range []string{"wall_clock", "session_ceiling", "children_wait", "idle"} {
+		zero[[2]string{rule, "act"}], zero[[2]string{rule, "shadow"}] = 0, 0
+	}
+	with := func(kv map[[2]string]int64) map[[2]string]int64 {
+		out := maps.Clone(zero)
+		maps.Copy(out, kv)
+		return out
+	}
+	assert.Equal(t, with(map[[2]string]int64{
+		{"wall_clock", "act"}: 2, {"wall_clock", "shadow"}: 1, {"idle", "act"}: 1, {"heartbeat", "shadow"}: 1,
+	}), watchedSeries(t, f.collect(t)))
+
+	require.NoError(t, live.Stop())
+	f.advance(t, 2*time.Second) // "acting" is cancelled; "advised" only gets a shadow decision
+	assert.Equal(t, with(map[[2]string]int64{{"wall_clock", "shadow"}: 1}), watchedSeries(t, f.collect(t)))
 }
