@@ -6,10 +6,16 @@
 //
 //   - the agent runs through watchdog.Command, in its own process group, so
 //     the watchdog's cancel kills it and every child it started;
-//   - its stdout and stderr go through s.Writer(watchdog.ChannelStdout, ...):
-//     every write is evidence on the baseline channel;
-//   - its workspace (a temporary directory) is watched with s.WatchWorkspace:
-//     every file change is evidence on the workspace channel;
+//   - its stdout goes through s.Writer(watchdog.ChannelStdout, ...): every
+//     write is evidence on the baseline channel; its stderr has a channel
+//     of its own, "stderr" (declared in the policy), so the log tells
+//     talk from complaints;
+//   - its workspace (a temporary directory) is declared in the policy
+//     (Policy.WorkspaceRoot), so Start watches it and the start record says
+//     so: every file change is evidence on the workspace channel;
+//   - the log records each completed tool call (WithCallRecords) and the
+//     session's evidence every 250 ms (WithCheckpoints), for the inspector
+//     and for a policy what-if;
 //   - it asks the orchestrator for tool calls (a line "TOOL name arg" on its
 //     stdout, answered on its stdin); each one runs under its own deadline
 //     with watchdog.Call, marks its steps with watchdog.Step, and records
@@ -76,7 +82,11 @@ var policy = watchdog.Policy{
 	SettleChecks:   1,                      // act on the first stale observation
 	SettleInterval: 100 * time.Millisecond,
 	HandlerGrace:   300 * time.Millisecond,
+	Channels:       []string{stderrChannel},
 }
+
+// stderrChannel is the agent's stderr: evidence of its own, beside stdout.
+const stderrChannel = "stderr"
 
 // killGrace is how long the agent's process group has between SIGTERM and
 // SIGKILL.
@@ -117,23 +127,27 @@ func orchestrate(ctx context.Context, out io.Writer, logPath string) error {
 	}
 	defer closeLog()
 	defer w.Close(ctx) // on an early return; Close is idempotent
-	s, err := w.Start(ctx, "agent-1", time.Now(), policy)
+	p := policy
+	p.WorkspaceRoot = workspace // watched from Start, and recorded
+	s, err := w.Start(ctx, "agent-1", time.Now(), p)
 	if err != nil {
 		return err
 	}
-	if err := s.WatchWorkspace(workspace); err != nil {
+
+	stderrCh, err := s.Channel(stderrChannel)
+	if err != nil {
 		return err
 	}
-
 	var helperPID int
 	res, runErr := s.Run(func(ctx context.Context) error {
 		cmd := watchdog.Command(ctx, killGrace, self)
 		cmd.Env = append(os.Environ(), roleEnv+"=agent", workspaceEnv+"="+workspace)
 		pr, pw := io.Pipe()
-		// Every write on the agent's stdout or stderr is evidence on the
-		// baseline channel; stdout also feeds the tool-call protocol.
+		// Every write on the agent's stdout is evidence on the baseline
+		// channel, and feeds the tool-call protocol; its stderr is
+		// evidence on a channel of its own.
 		cmd.Stdout = s.Writer(watchdog.ChannelStdout, pw)
-		cmd.Stderr = s.Writer(watchdog.ChannelStdout, os.Stderr)
+		cmd.Stderr = s.Writer(stderrCh, os.Stderr)
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			return err
@@ -187,8 +201,9 @@ func orchestrate(ctx context.Context, out io.Writer, logPath string) error {
 // the inspector reads (sessionwatchdog inspect FILE). The returned func closes the
 // file store; call it after the Watchdog's Close.
 func newWatchdog(logPath string) (*watchdog.Watchdog, func(), error) {
+	opts := []watchdog.Option{watchdog.WithCallRecords(16), watchdog.WithCheckpoints(250 * time.Millisecond)}
 	if logPath == "" {
-		return watchdog.New(), func() {}, nil
+		return watchdog.New(opts...), func() {}, nil
 	}
 	if _, err := os.Stat(logPath); err == nil {
 		return nil, nil, fmt.Errorf("event log %s already exists: give a new path (the example's session ids are fixed)", logPath)
@@ -197,7 +212,7 @@ func newWatchdog(logPath string) (*watchdog.Watchdog, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return watchdog.New(watchdog.WithStore(store)), func() { _ = store.Close() }, nil
+	return watchdog.New(append(opts, watchdog.WithStore(store))...), func() { _ = store.Close() }, nil
 }
 
 // tools are the orchestrator's tools; each honours its context.
