@@ -259,7 +259,9 @@ func whatIfWindow(evs []Event, cand Policy, ckptEvery time.Duration) WhatIfWindo
 	for i := range evs {
 		e := &evs[i]
 		if opening == nil {
-			if (e.Kind == KindStart || e.Kind == KindResume) && (e.OpensWindow || e.Kind == KindStart) {
+			// A start, or a resume that opens the window (it starts then;
+			// opens_window is recorded only with an arbitrating store).
+			if e.Kind == KindStart || e.Kind == KindResume && (e.OpensWindow || e.WindowStartedAt.Equal(e.OccurredAt)) {
 				opening, recorded = e, e.Policy
 				w.OpenedAt = e.OccurredAt.UTC()
 				end = i
