@@ -128,7 +128,7 @@ func WriteHTML(w io.Writer, r watchdog.WhatIfReport, source string) error {
 	}
 	type row struct {
 		Session, Outcome, End, Recorded, Candidate, DecidedUntil, Changes, FalseStop, Undetermined string
-		Window                                                                                      int
+		Window                                                                                     int
 	}
 	page := struct {
 		Source, Policy, Evidence string
