@@ -173,3 +173,181 @@ func TestWhatIfRefusesAnInvalidCandidate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, r.Windows)
 }
+
+// A liveness rule's observations are not in the log: the candidate takes
+// the recorded decision under the same settle limits (with its own mode),
+// and is undetermined from the rule's first stale observation under others.
+func TestWhatIfLivenessRuleFollowsTheRecordOnlyUnderTheSameSettleLimits(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store, watchdog.WithCheckpoints(time.Second))
+	ctx := context.Background()
+	p := watchdog.Policy{WallClock: time.Hour, LivenessRules: []string{"queue"}, SettleChecks: 2, SettleInterval: time.Second, Mode: watchdog.ModeShadow}
+	s, err := w.Start(ctx, "s", t0, p)
+	require.NoError(t, err)
+	advance(t, mock, 5*time.Second, w)
+	for range 3 {
+		_, err := s.ReportLiveness("queue", true)
+		require.NoError(t, err)
+		advance(t, mock, time.Second, w)
+	}
+	require.NoError(t, s.Stop())
+	require.NoError(t, w.Close(ctx))
+	events := load(t, store, "s")
+	require.Equal(t, 1, countKind(events, watchdog.KindDecision))
+
+	act := p
+	act.Mode = ""
+	same := whatIf(t, events, act, time.Second)
+	require.Equal(t, watchdog.WhatIfUnchanged, same.Outcome, same.Undetermined)
+	assert.Equal(t, watchdog.ModeAct, same.Candidate[0].Mode)
+	assert.Equal(t, "queue", same.Candidate[0].Rule)
+	assert.Len(t, same.Changes, 2, "shadow became act")
+
+	other := p
+	other.SettleChecks = 1
+	w2 := whatIf(t, events, other, time.Second)
+	assert.Equal(t, watchdog.WhatIfUndetermined, w2.Outcome)
+	assert.Contains(t, w2.Undetermined, `liveness rule "queue"`)
+	assert.Equal(t, t0.Add(5*time.Second), w2.DecidedUntil)
+
+	without := whatIf(t, events, watchdog.Policy{WallClock: time.Hour}, time.Second)
+	assert.Equal(t, watchdog.WhatIfNever, without.Outcome, without.Undetermined)
+}
+
+// The log records child waits only against the recorded ceiling: another
+// ceiling is undetermined once the window is older than it, and decided
+// before.
+func TestWhatIfChildrenWaitCeilingIsUndeterminedPastItsAgeUnlessRecorded(t *testing.T) {
+	events := whatIfLog(t, watchdog.Policy{WallClock: time.Hour}, watchdog.WithCheckpoints(time.Second))
+	w := whatIf(t, events, watchdog.Policy{WallClock: time.Hour, ChildrenWaitCeiling: 30 * time.Second}, time.Second)
+	assert.Equal(t, watchdog.WhatIfUndetermined, w.Outcome)
+	assert.Equal(t, t0.Add(30*time.Second+1), w.DecidedUntil)
+	assert.Contains(t, w.Undetermined, "children wait")
+	long := whatIf(t, events, watchdog.Policy{WallClock: time.Hour, ChildrenWaitCeiling: time.Minute}, time.Second)
+	assert.Equal(t, watchdog.WhatIfUnchanged, long.Outcome, long.Undetermined)
+}
+
+// Handlers in flight defer the idle rule, and the log records them only on
+// verdicts: a window that shows one is undetermined where the idle rule
+// would count, while its wall clock stays decidable.
+func TestWhatIfHandlersInFlightMakeTheIdleRuleUndetermined(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store, watchdog.WithCheckpoints(time.Second))
+	ctx := context.Background()
+	s, err := w.Start(ctx, "s", t0, watchdog.Policy{WallClock: time.Hour, IdleWindow: 5 * time.Second, SettleChecks: 1})
+	require.NoError(t, err)
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- watchdog.Call(s.Context(), "tool", time.Minute, func(context.Context) error {
+			close(started)
+			<-release
+			return nil
+		})
+	}()
+	<-started
+	advance(t, mock, 10*time.Second, w) // idle deferred by the call in flight: recorded
+	close(release)
+	require.NoError(t, <-done)
+	advance(t, mock, 10*time.Second, w)
+	require.NoError(t, w.Close(ctx))
+	events := load(t, store, "s")
+
+	idle := whatIf(t, events, watchdog.Policy{WallClock: time.Hour, IdleWindow: 3 * time.Second, SettleChecks: 1}, time.Second)
+	assert.Equal(t, watchdog.WhatIfUndetermined, idle.Outcome)
+	assert.Contains(t, idle.Undetermined, "handlers in flight")
+	wall := whatIf(t, events, watchdog.Policy{WallClock: 2 * time.Second}, time.Second)
+	assert.Equal(t, watchdog.WhatIfEarlier, wall.Outcome, wall.Undetermined)
+}
+
+// Several sessions and windows: each window is re-run on its own, in the
+// order of its first event, and the totals add them up; a remote worker's
+// checkpoint is not evidence the Watchdog saw.
+func TestWhatIfTotalsAddUpTheWindowsAndIgnoreRemoteCheckpoints(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store, watchdog.WithCheckpoints(time.Second))
+	ctx := context.Background()
+	p := watchdog.Policy{WallClock: 10 * time.Second}
+	a, err := w.Start(ctx, "a", t0, p)
+	require.NoError(t, err)
+	_, err = w.Start(ctx, "b", t0, p)
+	require.NoError(t, err)
+	advance(t, mock, 3*time.Second, w)
+	now := mock.Now()
+	require.NoError(t, watchdog.RecordCheckpoint(ctx, store, watchdog.Checkpoint{SessionID: "a",
+		Evidence: []watchdog.EvidenceEntry{{Channel: "stdout", LastAt: &now, Counter: 7}}}))
+	require.NoError(t, a.Stop())
+	advance(t, mock, 10*time.Second, w) // b: wall clock
+	a2, err := w.Resume(ctx, "a", p)
+	require.NoError(t, err)
+	advance(t, mock, 5*time.Second, w)
+	require.NoError(t, a2.Stop())
+	require.NoError(t, w.Close(ctx))
+	var events []watchdog.Event
+	events = append(events, load(t, store, "a")...)
+	events = append(events, load(t, store, "b")...)
+
+	r, err := watchdog.WhatIf(events, watchdog.Policy{WallClock: 5 * time.Second, IdleWindow: time.Second, SettleChecks: 1}, time.Second)
+	require.NoError(t, err)
+	require.Len(t, r.Windows, 3)
+	assert.Equal(t, []string{"a/1", "a/2", "b/1"}, []string{
+		r.Windows[0].SessionID + "/1", r.Windows[1].SessionID + "/2", r.Windows[2].SessionID + "/1"})
+	// The remote checkpoint's undated output (counter 7) would leave a/1
+	// undetermined: the owner's checkpoints prove a silent stdout.
+	for _, win := range r.Windows {
+		assert.Equal(t, watchdog.WhatIfEarlier, win.Outcome, win.Undetermined)
+		assert.Equal(t, "idle", win.Candidate[0].Rule)
+		assert.Equal(t, win.OpenedAt.Add(time.Second+1), win.Candidate[0].At)
+	}
+	assert.Equal(t, "completed at 2026-05-23T09:00:03Z", r.Windows[0].FalseStopWhy)
+	assert.Equal(t, watchdog.WhatIfTotals{Sessions: 2, Windows: 3, Earlier: 3, FalseStops: 2, Changes: 3}, r.Totals)
+}
+
+// Under the recorded policy itself, every window of a random simulation
+// (random policies, evidence, child waits, waits, resumes, irregular looks)
+// is unchanged or undetermined: WhatIf never claims a decision that the
+// Watchdog did not take.
+func TestWhatIfUnderTheRecordedPolicyNeverClaimsAChangeOnRandomLogs(t *testing.T) {
+	decided, decisions, windows := 0, 0, 0
+	for seed := range uint64(150) {
+		_, events := simulate(t, seed)
+		type key struct {
+			id     string
+			window int
+		}
+		byWindow := map[key][]watchdog.Event{}
+		policies := map[key]watchdog.Policy{}
+		for _, e := range events {
+			k := key{e.AggregateID, e.Window}
+			byWindow[k] = append(byWindow[k], e)
+			if e.Policy != nil {
+				if _, ok := policies[k]; !ok {
+					policies[k] = *e.Policy
+				}
+			}
+		}
+		for k, evs := range byWindow {
+			r, err := watchdog.WhatIf(evs, policies[k], 0)
+			require.NoError(t, err)
+			require.Len(t, r.Windows, 1)
+			win := r.Windows[0]
+			windows++
+			switch win.Outcome {
+			case watchdog.WhatIfUndetermined:
+			case watchdog.WhatIfUnchanged:
+				decided++
+				if len(win.Recorded) > 0 {
+					decisions++
+					require.Equal(t, win.Recorded[0], win.Candidate[0], "seed %d %v", seed, k)
+				}
+			default:
+				t.Fatalf("seed %d session %s window %d: %s\nrecorded %v\ncandidate %v", seed, k.id, k.window, win.Outcome, win.Recorded, win.Candidate)
+			}
+		}
+	}
+	t.Logf("%d of %d windows decided, %d of them with a recorded decision", decided, windows, decisions)
+	assert.Positive(t, decisions)
+}
