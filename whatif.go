@@ -40,7 +40,8 @@ const (
 // WhatIfDecision is one decision to stop a window (verdict HARD_STOP), of
 // the recorded policy or of the candidate: its instant, its rule (a
 // built-in rule's name or a liveness rule's) and its mode ("act" or
-// "shadow"; a shadow decision lets the window go on).
+// "shadow"; a shadow decision lets the window go on). Plain data; the zero
+// value is no decision.
 type WhatIfDecision struct {
 	At   time.Time `json:"at"`
 	Rule string    `json:"rule"`
@@ -49,7 +50,7 @@ type WhatIfDecision struct {
 
 // WhatIfChange is a decision that one policy takes and the other does not:
 // at the same instant with the same rule and mode. Recorded or Candidate is
-// the empty Mode for the policy that does not take it.
+// the empty Mode for the policy that does not take it. Plain data.
 type WhatIfChange struct {
 	At        time.Time `json:"at"`
 	Rule      string    `json:"rule"`
@@ -57,7 +58,10 @@ type WhatIfChange struct {
 	Candidate Mode      `json:"candidate,omitempty"`
 }
 
-// WhatIfWindow is the what-if of one session window.
+// WhatIfWindow is the what-if of one session window. Plain data; WhatIf
+// fills every field but the optional ones (Undetermined, Changes,
+// FalseStop, FalseStopWhy), and the slices Recorded and Candidate are
+// never nil.
 type WhatIfWindow struct {
 	// SessionID and Window name the window.
 	SessionID string `json:"session_id"`
@@ -95,7 +99,7 @@ type WhatIfWindow struct {
 }
 
 // WhatIfTotals counts the windows of a WhatIfReport by outcome, the likely
-// false stops and the changed decisions.
+// false stops and the changed decisions. The zero value counts nothing.
 type WhatIfTotals struct {
 	Sessions     int `json:"sessions"`
 	Windows      int `json:"windows"`
@@ -109,7 +113,9 @@ type WhatIfTotals struct {
 }
 
 // WhatIfReport is what WhatIf returns: each window of the log, in the order
-// of its first event, and the totals.
+// of its first event, and the totals. CheckpointEvery is WhatIf's argument
+// (zero: unknown), Candidate the candidate policy as given. Plain data: the
+// caller owns it; the zero value is the report of an empty log.
 type WhatIfReport struct {
 	Candidate       Policy         `json:"candidate"`
 	CheckpointEvery time.Duration  `json:"checkpoint_every_ns,omitempty"`
