@@ -5,6 +5,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/inspect"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/pgsource"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/verify"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/whatif"
 	"github.com/sessionwatchdog/watchdog/stores/postgres"
 )
 
@@ -46,6 +48,9 @@ Commands:
             channel that justified waiting, decisions, actions, outcomes, stops
   verify    re-derive every recorded verdict from the log (replay); exit 1 on
             a mismatch, for CI pipelines
+  whatif    re-run the log under a candidate policy: the decisions that
+            change, the windows stopped earlier, later or never, the likely
+            false stops, and what the log cannot decide
   help      show help for a command: sessionwatchdog help inspect
 
 An event log is JSON Lines: one event per line, as the watchdog file store
@@ -64,6 +69,7 @@ Examples:
   sessionwatchdog inspect --html report.html events.jsonl
   sessionwatchdog inspect --dsn "host=/run/postgresql dbname=app" --table watchdog_events
   sessionwatchdog verify events.jsonl || echo "the log does not check out"
+  sessionwatchdog whatif --policy candidate.json --checkpoints 5s events.jsonl
 `
 
 const verifyUsage = `Usage: sessionwatchdog verify [flags] FILE.jsonl
@@ -140,6 +146,48 @@ Examples:
   sessionwatchdog inspect --open --dsn "host=/run/postgresql dbname=app"   # windows nobody decided
 `
 
+const whatifUsage = `Usage: sessionwatchdog whatif --policy FILE.json [flags] FILE.jsonl
+       sessionwatchdog whatif --policy FILE.json [flags] --dsn DSN [--table TABLE]
+
+Re-runs every session window of the log under a candidate policy, with the
+same pure decision the watchdog uses (watchdog.WhatIf), and reports per
+window and in total: the decisions that change, the windows the candidate
+stops earlier, later or never than the recorded policy did, and the likely
+false stops (the candidate stops a window that went on to record evidence or
+to complete).
+
+The candidate policy file is a policy in its JSON form, the knobs recorded
+on start events: {"session_wall_clock_seconds": 3600,
+"no_output_deadline_seconds": 20, "settle_checks": 2}. An unknown knob or an
+invalid value is a usage error (exit code 2) naming it.
+
+The wall clock and the session ceiling are decided from the recorded
+instants. The evidence rules need the evidence: the log dates it by the
+counters on every verdict, decision, cancel and evidence checkpoint
+(WithCheckpoints). Where the log cannot tell when evidence arrived (between
+two observations whose counters grew by more than one, or after a window's
+last observation), a window is "undetermined" from the first instant the
+answer depends on it, with the reason. With --checkpoints D, the interval of
+the log's WithCheckpoints(D), the absence of a checkpoint also proves the
+absence of evidence until D before a window's end: give it only for a log
+written with checkpoints, plus a margin on a real clock.
+
+FILE is a JSON Lines event log; "-" reads standard input. With --dsn the
+events are read from PostgreSQL instead (see "sessionwatchdog help inspect").
+
+Exit codes:
+  0  the report was written (whatever it says)
+  2  usage error, a bad policy file, or a log that cannot be read
+
+Flags (-flag or --flag, before or after FILE; "--" ends them):
+%s
+Examples:
+  sessionwatchdog whatif --policy stricter.json events.jsonl
+  sessionwatchdog whatif --policy stricter.json --checkpoints 5s --session agent-42 events.jsonl
+  sessionwatchdog whatif --policy stricter.json --json events.jsonl | jq '.totals'
+  sessionwatchdog whatif --policy stricter.json --html whatif.html --dsn "host=/run/postgresql dbname=app"
+`
+
 // Main runs the watchdog command with args (without the program name) and
 // returns its exit code. Everything it writes to stdout and stderr passes
 // through a termsafe.Writer: no byte read from an event log or a database
@@ -164,12 +212,17 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runInspect(rest, stdin, stdout, stderr)
 	case "verify":
 		return runVerify(rest, stdin, stdout, stderr)
+	case "whatif":
+		return runWhatIf(rest, stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && rest[0] == "inspect" {
 			return runInspect([]string{"--help"}, stdin, stdout, stderr)
 		}
 		if len(rest) > 0 && rest[0] == "verify" {
 			return runVerify([]string{"--help"}, stdin, stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "whatif" {
+			return runWhatIf([]string{"--help"}, stdin, stdout, stderr)
 		}
 		if len(rest) > 0 {
 			fmt.Fprintf(stderr, "sessionwatchdog help: unknown command %q\n", rest[0])
@@ -355,6 +408,111 @@ func runVerify(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return ExitMismatch
 	}
 	return ExitOK
+}
+
+func runWhatIf(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sessionwatchdog whatif", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		sessions         listFlag
+		asJSON           bool
+		htmlOut, polPath string
+		checkpointsEvery time.Duration
+	)
+	fs.StringVar(&polPath, "policy", "", "the candidate policy: a JSON `file` of the policy's knobs (required)")
+	fs.DurationVar(&checkpointsEvery, "checkpoints", 0, "the log's WithCheckpoints `interval` (5s): no checkpoint proves no evidence\nuntil this long before a window's end (default: unknown)")
+	fs.Var(&sessions, "session", "re-run only this session `id` (repeatable, or comma-separated)")
+	fs.BoolVar(&asJSON, "json", false, "write the report as JSON to standard output")
+	fs.StringVar(&htmlOut, "html", "", "write the report as one self-contained HTML page to this `file`")
+	var src source
+	src.register(fs)
+	pos, code, ok := parse(fs, args, whatifUsage, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if polPath == "" {
+		fmt.Fprintln(stderr, "sessionwatchdog whatif: --policy is required: the candidate policy's JSON file")
+		fmt.Fprintln(stderr, "run 'sessionwatchdog help whatif' for usage")
+		return ExitUsage
+	}
+	if !src.check("whatif", pos, stderr) {
+		return ExitUsage
+	}
+	if asJSON && htmlOut != "" {
+		fmt.Fprintln(stderr, "sessionwatchdog whatif: --json and --html are exclusive: pick one output")
+		return ExitUsage
+	}
+	if checkpointsEvery < 0 {
+		fmt.Fprintf(stderr, "sessionwatchdog whatif: --checkpoints %v is negative\n", checkpointsEvery)
+		return ExitUsage
+	}
+	candidate, err := readPolicy(polPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "sessionwatchdog whatif: --policy %s: %v\n", termsafe.String(polPath), err)
+		return ExitUsage
+	}
+	events, name, err := src.read(pos, sessions, stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "sessionwatchdog whatif: %v\n", err)
+		return ExitUsage
+	}
+	if name == "-" {
+		name = "<stdin>"
+	}
+	report, err := watchdog.WhatIf(whatif.Filter(events, sessions), candidate, checkpointsEvery)
+	if err != nil {
+		fmt.Fprintf(stderr, "sessionwatchdog whatif: %v\n", err)
+		return ExitUsage
+	}
+	switch {
+	case htmlOut != "":
+		err = writeFile(htmlOut, func(w io.Writer) error { return whatif.WriteHTML(w, report, name) })
+		if err == nil {
+			fmt.Fprintf(stderr, "wrote %s (%d windows)\n", htmlOut, len(report.Windows))
+		}
+	case asJSON:
+		err = whatif.WriteJSON(stdout, report)
+	default:
+		err = whatif.WriteText(stdout, report, name)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sessionwatchdog whatif: write output: %v\n", err)
+		return ExitUsage
+	}
+	return ExitOK
+}
+
+// readPolicy reads and validates a policy's JSON file.
+func readPolicy(path string) (watchdog.Policy, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return watchdog.Policy{}, err
+	}
+	var p watchdog.Policy
+	if err := json.Unmarshal(b, &p); err != nil {
+		return watchdog.Policy{}, err
+	}
+	if err := p.Validate(); err != nil {
+		return watchdog.Policy{}, err
+	}
+	return p, nil
+}
+
+// writeFile creates path and writes it with write.
+func writeFile(path string, write func(io.Writer) error) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	if err := write(f); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }
 
 // source is where a command reads its events: a JSON Lines file (the

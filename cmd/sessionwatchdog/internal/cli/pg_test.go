@@ -161,3 +161,24 @@ func TestInspectOpenDSNShowsAnExpiredLease(t *testing.T) {
 		}
 	}
 }
+
+// whatif reads the PostgreSQL store as it reads the file: the same report,
+// but for the source it names.
+func TestWhatIfDSNMatchesTheFile(t *testing.T) {
+	pool := pgtest.Pool(t)
+	events, err := eventlog.ReadFile(data+"/checkpoints.jsonl", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn, table := pgtest.DSN(t), pgtest.Record(t, pool, events)
+	code, fromDB, errs := run(t, "", "whatif", "--policy", stricter, "--checkpoints", "1s", "--dsn", dsn, "--table", table)
+	if code != ExitOK || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	_, fromFile, _ := run(t, "", "whatif", "--policy", stricter, "--checkpoints", "1s", data+"/checkpoints.jsonl")
+	_, dbBody, _ := strings.Cut(fromDB, "\n")
+	_, fileBody, _ := strings.Cut(fromFile, "\n")
+	if !strings.HasPrefix(fromDB, "what-if of postgres:"+table+" ") || dbBody != fileBody {
+		t.Fatalf("from PostgreSQL:\n%s\nfrom the file:\n%s", fromDB, fromFile)
+	}
+}

@@ -1,0 +1,589 @@
+package watchdog
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/sessionwatchdog/watchdog/internal/decide"
+)
+
+// WhatIfOutcome is how a candidate policy's first decision in a window
+// compares with the recorded one (see WhatIf). The zero value, "", is no
+// outcome: WhatIf never returns it.
+type WhatIfOutcome string
+
+// The outcomes of a window under a candidate policy.
+const (
+	// WhatIfUnchanged: the candidate decides first at the same instant as
+	// the recorded policy did, or neither decides in the window.
+	WhatIfUnchanged WhatIfOutcome = "unchanged"
+	// WhatIfEarlier: the candidate decides to stop the window before the
+	// recorded policy did, or stops a window that the recorded policy
+	// never stopped.
+	WhatIfEarlier WhatIfOutcome = "earlier"
+	// WhatIfLater: the candidate decides later than the recorded policy,
+	// or not before the recorded policy's act decision ended the window
+	// (what the candidate would have done after that is not in the log:
+	// later, or never).
+	WhatIfLater WhatIfOutcome = "later"
+	// WhatIfNever: the recorded policy decided (in shadow mode, so the
+	// window went on) and the candidate never does, up to the window's
+	// recorded end.
+	WhatIfNever WhatIfOutcome = "never"
+	// WhatIfUndetermined: the log cannot decide the candidate's first
+	// decision (see WhatIfWindow.Undetermined for why).
+	WhatIfUndetermined WhatIfOutcome = "undetermined"
+)
+
+// WhatIfDecision is one decision to stop a window (verdict HARD_STOP), of
+// the recorded policy or of the candidate: its instant, its rule (a
+// built-in rule's name or a liveness rule's) and its mode ("act" or
+// "shadow"; a shadow decision lets the window go on). Plain data; the zero
+// value is no decision.
+type WhatIfDecision struct {
+	At   time.Time `json:"at"`
+	Rule string    `json:"rule"`
+	Mode Mode      `json:"mode"`
+}
+
+// WhatIfChange is a decision that one policy takes and the other does not:
+// at the same instant with the same rule and mode. Recorded or Candidate is
+// the empty Mode for the policy that does not take it. Plain data.
+type WhatIfChange struct {
+	At        time.Time `json:"at"`
+	Rule      string    `json:"rule"`
+	Recorded  Mode      `json:"recorded,omitempty"`
+	Candidate Mode      `json:"candidate,omitempty"`
+}
+
+// WhatIfWindow is the what-if of one session window. Plain data; WhatIf
+// fills every field but the optional ones (Undetermined, Changes,
+// FalseStop, FalseStopWhy), and the slices Recorded and Candidate are
+// never nil.
+type WhatIfWindow struct {
+	// SessionID and Window name the window.
+	SessionID string `json:"session_id"`
+	Window    int    `json:"window"`
+	// OpenedAt is when a Watchdog opened the window (its start or resume
+	// event); EndedAt is the last instant the log knows of it: its
+	// terminal event, else its last event before the log ends or before a
+	// resume re-attached it (WhatIf does not follow a window across a
+	// resume that continues it). End says which: "stop:REASON",
+	// "cancel:REASON", "open" (no terminal event) or "resumed".
+	OpenedAt time.Time `json:"opened_at"`
+	EndedAt  time.Time `json:"ended_at"`
+	End      string    `json:"end"`
+	// Recorded are the window's recorded decisions up to EndedAt;
+	// Candidate the candidate's, up to its first act decision or
+	// DecidedUntil.
+	Recorded  []WhatIfDecision `json:"recorded"`
+	Candidate []WhatIfDecision `json:"candidate"`
+	// Outcome compares the first decisions (see WhatIfOutcome).
+	Outcome WhatIfOutcome `json:"outcome"`
+	// DecidedUntil is the instant up to which the log decides the
+	// candidate's verdicts: EndedAt, the candidate's act decision, or the
+	// first instant the log cannot decide (then Undetermined says why).
+	DecidedUntil time.Time `json:"decided_until"`
+	Undetermined string    `json:"undetermined,omitempty"`
+	// Changes are the decisions that differ, up to DecidedUntil (and the
+	// candidate's stop).
+	Changes []WhatIfChange `json:"changes,omitempty"`
+	// FalseStop is set when the candidate's first decision is followed,
+	// in the same window, by recorded evidence of work or by the window's
+	// stop with reason "completed": a likely false stop. FalseStopWhy
+	// says which ("stdout evidence at ...", "completed at ...").
+	FalseStop    bool   `json:"false_stop,omitempty"`
+	FalseStopWhy string `json:"false_stop_why,omitempty"`
+}
+
+// WhatIfTotals counts the windows of a WhatIfReport by outcome, the likely
+// false stops and the changed decisions. The zero value counts nothing.
+type WhatIfTotals struct {
+	Sessions     int `json:"sessions"`
+	Windows      int `json:"windows"`
+	Unchanged    int `json:"unchanged"`
+	Earlier      int `json:"earlier"`
+	Later        int `json:"later"`
+	Never        int `json:"never"`
+	Undetermined int `json:"undetermined"`
+	FalseStops   int `json:"false_stops"`
+	Changes      int `json:"changes"`
+}
+
+// WhatIfReport is what WhatIf returns: each window of the log, in the order
+// of its first event, and the totals. CheckpointEvery is WhatIf's argument
+// (zero: unknown), Candidate the candidate policy as given. Plain data: the
+// caller owns it; the zero value is the report of an empty log.
+type WhatIfReport struct {
+	Candidate       Policy         `json:"candidate"`
+	CheckpointEvery time.Duration  `json:"checkpoint_every_ns,omitempty"`
+	Windows         []WhatIfWindow `json:"windows"`
+	Totals          WhatIfTotals   `json:"totals"`
+}
+
+// maxWhatIfLooks bounds the candidate's looks at one window.
+const maxWhatIfLooks = 1 << 20
+
+// WhatIf re-runs the recorded log events (a log in append order, as for
+// Replay; sessions may be interleaved) under candidate and reports, per
+// session window and in total, the decisions that change, the windows the
+// candidate stops earlier, later or never, and the likely false stops.
+//
+// It feeds the pure decision the Watchdog uses (the same as Replay's) with
+// the window's recorded instants (session and window starts: the wall
+// clock and the session ceiling are always decidable) and with the
+// evidence the log proves: each channel's latest instant and counter on
+// every verdict, decision, cancel and evidence checkpoint (WithCheckpoints;
+// a remote worker's RecordCheckpoint is not evidence the Watchdog saw and
+// is ignored). Looks follow the candidate's own schedule (each verdict's
+// next instant), as a punctual Watchdog's. Counters that grow by one
+// between two observations date that evidence exactly; by more, the
+// evidence in between is known only to lie between the two latest
+// instants; after a window's last observation nothing is known, unless
+// checkpointEvery is the log's WithCheckpoints interval: a checkpoint
+// records every change within it, so no checkpoint since proves no
+// evidence until checkpointEvery before the window's end. Give it only for
+// a log written with WithCheckpoints(checkpointEvery), by a Watchdog with
+// at most 4,096 changing windows per pass, and add a margin for the
+// pass's own time on a real clock; zero means unknown.
+//
+// WhatIf is exact and conservative: it claims a decision at T only when
+// every evidence history the log allows gives it, and otherwise reports
+// the window undetermined from the first instant the log cannot decide. It
+// also reports undetermined what the log does not hold: the children wait
+// under a ceiling other than the recorded one (past the ceiling's age),
+// a liveness rule of the user's under other settle limits, and the idle
+// rule of a window whose verdicts show handlers in flight, a waiting
+// state or a moved idle floor (RunPhase attempts, waits). Windows that
+// show none are taken to have had none.
+//
+// The error is for a candidate that Validate refuses (wrapping
+// ErrInvalidPolicy), a negative checkpointEvery (ErrInvalidArgument), or a
+// log WhatIf cannot read (ErrInvalidEvent). It is a pure function of its
+// arguments, safe for concurrent use.
+func WhatIf(events []Event, candidate Policy, checkpointEvery time.Duration) (WhatIfReport, error) {
+	if err := candidate.Validate(); err != nil {
+		return WhatIfReport{}, fmt.Errorf("what-if: candidate policy: %w", err)
+	}
+	if checkpointEvery < 0 {
+		return WhatIfReport{}, fmt.Errorf("%w: what-if: checkpoint interval %v is negative", ErrInvalidArgument, checkpointEvery)
+	}
+	type key struct {
+		id     string
+		window int
+	}
+	groups := map[key][]Event{}
+	var order []key
+	for i, e := range events {
+		if e.AggregateID == "" || e.Kind == "" || e.Window < 1 {
+			return WhatIfReport{}, fmt.Errorf("%w: what-if: event %d (%s) has no aggregate_id, event_kind or window", ErrInvalidEvent, i, e.ID)
+		}
+		k := key{e.AggregateID, e.Window}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], e)
+	}
+	r := WhatIfReport{Candidate: candidate.clone(), CheckpointEvery: checkpointEvery, Windows: []WhatIfWindow{}}
+	sessions := map[string]bool{}
+	for _, k := range order {
+		w := whatIfWindow(groups[k], candidate, checkpointEvery)
+		r.Windows = append(r.Windows, w)
+		sessions[k.id] = true
+		t := &r.Totals
+		t.Windows++
+		switch w.Outcome {
+		case WhatIfUnchanged:
+			t.Unchanged++
+		case WhatIfEarlier:
+			t.Earlier++
+		case WhatIfLater:
+			t.Later++
+		case WhatIfNever:
+			t.Never++
+		default:
+			t.Undetermined++
+		}
+		if w.FalseStop {
+			t.FalseStops++
+		}
+		t.Changes += len(w.Changes)
+	}
+	r.Totals.Sessions = len(sessions)
+	return r, nil
+}
+
+// evidenceKnowledge is what a log proves about one channel's evidence in a
+// window: instants it dates, and open intervals (after, before) holding
+// evidence it does not date (before is math.MaxInt64 past the last
+// observation), each for the looks after an instant (the last observation
+// for the last interval, which it does not cover; else decide.Never).
+type evidenceKnowledge struct {
+	known []int64
+	gaps  [][3]int64
+}
+
+// bounds returns the earliest and latest instants that the channel's
+// latest evidence at or before t can be, by what the log proves
+// (decide.Never for none).
+func (k *evidenceKnowledge) bounds(t int64) (lo, hi int64) {
+	lo = decide.Never
+	for _, x := range k.known {
+		if x <= t && x > lo {
+			lo = x
+		}
+	}
+	hi = lo
+	for _, g := range k.gaps {
+		if g[0] < t && g[0] < g[1]-1 && g[2] < t {
+			hi = max(hi, min(t, g[1]-1))
+		}
+	}
+	return lo, hi
+}
+
+// whatIfExternal is a decision the evidence rules do not derive (a
+// liveness rule's, or the children wait's under the recorded ceiling), or
+// the first instant the log cannot decide one (why set).
+type whatIfExternal struct {
+	at   time.Time
+	rule string
+	why  string
+}
+
+// whatIfWindow is WhatIf of one window's events.
+func whatIfWindow(evs []Event, cand Policy, ckptEvery time.Duration) WhatIfWindow {
+	w := WhatIfWindow{SessionID: evs[0].AggregateID, Window: evs[0].Window, End: "open",
+		Recorded: []WhatIfDecision{}, Candidate: []WhatIfDecision{}}
+	var opening *Event
+	var recorded *Policy
+	idleOpaque := ""
+	var obs []Event
+	end := -1 // index of the last event the window is followed to
+	for i := range evs {
+		e := &evs[i]
+		if opening == nil {
+			// A start, or a resume that opens the window (it starts then;
+			// opens_window is recorded only with an arbitrating store).
+			if e.Kind == KindStart || e.Kind == KindResume && (e.OpensWindow || e.WindowStartedAt.Equal(e.OccurredAt)) {
+				opening, recorded = e, e.Policy
+				w.OpenedAt = e.OccurredAt.UTC()
+				end = i
+				continue
+			}
+			// Events before the window's opening: the log does not hold it.
+			continue
+		}
+		if e.Kind == KindResume {
+			w.End = "resumed"
+			break
+		}
+		end = i
+		if e.Kind == KindDecision {
+			w.Recorded = append(w.Recorded, WhatIfDecision{At: e.OccurredAt.UTC(), Rule: e.Rule, Mode: e.Mode})
+		}
+		if len(e.EvidenceSummary) > 0 && !(e.Kind == KindCheckpoint && e.Owner == "") {
+			obs = append(obs, *e)
+		}
+		switch {
+		case idleOpaque != "":
+		case e.HandlersInFlight > 0:
+			idleOpaque = fmt.Sprintf("handlers in flight at %s defer the idle rule, and the log records them only on verdicts", stamp(e.OccurredAt))
+		case e.Waiting:
+			idleOpaque = fmt.Sprintf("a waiting state at %s suspends the idle rule, and the log records it only on verdicts", stamp(e.OccurredAt))
+		case !e.ObservedSince.IsZero() && !e.ObservedSince.Equal(opening.OccurredAt):
+			idleOpaque = fmt.Sprintf("the idle floor moved to %s (a wait or a RunPhase attempt), and the log records it only on verdicts", stamp(e.ObservedSince))
+		case e.Kind == KindRetry || e.Kind == KindAttemptCancelled || e.Kind == KindWaitTimeout:
+			idleOpaque = fmt.Sprintf("a %s event at %s moves the idle floor at instants the log does not record", e.Kind, stamp(e.OccurredAt))
+		}
+		if e.Terminal() {
+			w.End = "stop:" + e.Reason
+			if e.Kind == KindCancel {
+				w.End = "cancel:" + e.Reason
+			}
+			break
+		}
+	}
+	if opening == nil {
+		w.Outcome, w.Undetermined = WhatIfUndetermined, "the log holds no event that opens the window (start, or a resume after its previous window ended)"
+		return w
+	}
+	w.EndedAt = evs[end].OccurredAt.UTC()
+	if last := evs[end]; last.Kind == KindCancel && !last.FiredAt.IsZero() && last.FiredAt.Before(w.EndedAt) {
+		w.EndedAt = last.FiredAt.UTC() // the recorded policy ended the window when it fired
+	}
+	completed := w.End == "stop:"+StopCompleted
+
+	// The channels the candidate sees, and what the log proves of each.
+	l := cand.limits()
+	names := append(slices.Clone(builtinChannels), cand.Channels...)
+	know := make([]evidenceKnowledge, len(names))
+	tailFrom := decide.Never
+	if ckptEvery > 0 && w.End != "resumed" {
+		tailFrom = w.EndedAt.Add(-ckptEvery).UnixNano()
+	}
+	for c, name := range names {
+		k := &know[c]
+		prevLast, prevCount, seen := decide.Never, uint64(0), false
+		prevAt := opening.OccurredAt.UnixNano()
+		for _, e := range obs {
+			for _, en := range e.EvidenceSummary {
+				if en.Channel != name {
+					continue
+				}
+				last := decide.Never
+				if en.LastAt != nil {
+					last = en.LastAt.UnixNano()
+					k.known = append(k.known, last)
+				}
+				if en.Counter != prevCount && (en.Counter != prevCount+1 || last == decide.Never) ||
+					en.Counter == prevCount && last != prevLast {
+					// More than one new instant (or an inconsistent
+					// pair): evidence the log does not date lies between.
+					k.gaps = append(k.gaps, [3]int64{min(prevLast, last), max(prevLast, last), decide.Never})
+				}
+				prevLast, prevCount, seen = last, en.Counter, true
+			}
+			prevAt = e.OccurredAt.UnixNano()
+		}
+		if seen || slices.Contains(builtinChannels, name) || recorded == nil || slices.Contains(recorded.Channels, name) {
+			// After the last observation: evidence the log does not hold,
+			// dated (at the evidence clock's resolution) after it.
+			k.gaps = append(k.gaps, [3]int64{max(prevLast, tailFrom, prevAt-int64(evidenceResolution)), 1<<63 - 1, prevAt})
+		}
+	}
+
+	// Decisions the evidence rules do not derive.
+	var ext []whatIfExternal
+	var recLimits decide.Limits
+	if recorded != nil {
+		recLimits = recorded.limits()
+	}
+	if l.ChildWaitCeiling > 0 {
+		if recorded != nil && recLimits.ChildWaitCeiling == l.ChildWaitCeiling {
+			for _, d := range w.Recorded {
+				if d.Rule == ruleChildrenWait {
+					ext = append(ext, whatIfExternal{at: d.At, rule: d.Rule})
+					break
+				}
+			}
+		} else {
+			ext = append(ext, whatIfExternal{at: opening.WindowStartedAt.Add(l.ChildWaitCeiling).Add(time.Nanosecond).UTC(),
+				why: "the children wait could exceed the candidate's ceiling from here, and the log records the waits only against the recorded ceiling"})
+		}
+	}
+	for _, rule := range cand.LivenessRules {
+		same := recorded != nil && slices.Contains(recorded.LivenessRules, rule) &&
+			recLimits.SettleChecks == l.SettleChecks && recLimits.SettleInterval == l.SettleInterval
+		for _, e := range evs[:end+1] {
+			if e.Rule != rule || (e.Kind != KindDecision && e.Kind != KindVerdict) {
+				continue
+			}
+			if !same {
+				ext = append(ext, whatIfExternal{at: e.OccurredAt.UTC(),
+					why: fmt.Sprintf("the liveness rule %q observed staleness here, and the log holds its observations only under the recorded settle limits", rule)})
+				break
+			}
+			if e.Kind == KindDecision {
+				ext = append(ext, whatIfExternal{at: e.OccurredAt.UTC(), rule: rule})
+			}
+		}
+	}
+	sort.SliceStable(ext, func(i, j int) bool { return ext[i].at.Before(ext[j].at) })
+
+	// The candidate's looks.
+	sn := decide.Snapshot{
+		SessionStartedAt: opening.SessionStartedAt,
+		WindowStartedAt:  opening.WindowStartedAt,
+		ObservedSince:    opening.OccurredAt,
+		Channels:         make([]decide.Channel, 2),
+	}
+	if g := l.StartupGrace; g > 0 && opening.WindowStartedAt.Add(g).After(opening.OccurredAt) {
+		sn.GraceUntil = opening.WindowStartedAt.Add(g)
+	}
+	floor := opening.OccurredAt.UnixNano()
+	undetermined := func(at time.Time, why string) {
+		w.Outcome, w.DecidedUntil, w.Undetermined = WhatIfUndetermined, at, why
+	}
+	decided := false
+	t := opening.OccurredAt.UTC()
+	for looks := 0; w.Outcome == ""; looks++ {
+		if len(ext) > 0 && !ext[0].at.After(t) && !ext[0].at.After(w.EndedAt) {
+			x := ext[0]
+			ext = ext[1:]
+			if x.why != "" {
+				undetermined(x.at, x.why)
+				break
+			}
+			mode := cand.modeOf(x.rule)
+			w.Candidate = append(w.Candidate, WhatIfDecision{At: x.at, Rule: x.rule, Mode: mode})
+			if mode == ModeAct {
+				w.DecidedUntil, decided = x.at, true
+				break
+			}
+			if r, ok := ruleByName[x.rule]; ok {
+				sn.State.Advised = sn.State.Advised.With(r)
+			}
+			continue
+		}
+		if t.After(w.EndedAt) {
+			w.DecidedUntil, decided = w.EndedAt, true
+			break
+		}
+		if looks > maxWhatIfLooks {
+			undetermined(t, fmt.Sprintf("more than %d looks in one window", maxWhatIfLooks))
+			break
+		}
+		v, why := decideBounded(l, &sn, know, names, floor, t)
+		if why != "" {
+			undetermined(t, why)
+			break
+		}
+		if idleOpaque != "" && v.Rule == decide.RuleIdle && (v.Record || v.Action != decide.Continue) {
+			undetermined(t, idleOpaque)
+			break
+		}
+		sn.State = v.State
+		switch v.Action {
+		case decide.Act:
+			w.Candidate = append(w.Candidate, WhatIfDecision{At: t, Rule: ruleNames[v.Rule], Mode: ModeAct})
+			w.DecidedUntil, decided = t, true
+		case decide.Advise:
+			w.Candidate = append(w.Candidate, WhatIfDecision{At: t, Rule: ruleNames[v.Rule], Mode: ModeShadow})
+			sn.State.Advised = sn.State.Advised.With(v.Rule)
+			continue // decide again at the same instant, as the Watchdog does
+		default:
+			next := v.Next.UTC()
+			if !next.After(t) {
+				next = t.Add(time.Nanosecond)
+			}
+			t = next
+			continue
+		}
+		break
+	}
+
+	// Compare the first decisions.
+	var rec, can *WhatIfDecision
+	if len(w.Recorded) > 0 {
+		rec = &w.Recorded[0]
+	}
+	if len(w.Candidate) > 0 {
+		can = &w.Candidate[0]
+	}
+	switch {
+	case can != nil && (rec == nil || can.At.Before(rec.At)):
+		w.Outcome = WhatIfEarlier
+	case can != nil && can.At.Equal(rec.At):
+		w.Outcome = WhatIfUnchanged
+	case can != nil:
+		w.Outcome = WhatIfLater
+	case decided && rec == nil:
+		w.Outcome = WhatIfUnchanged
+	case decided && rec.Mode == ModeShadow:
+		w.Outcome = WhatIfNever // the window went on to its end
+	case decided, rec != nil && rec.At.Before(w.DecidedUntil):
+		// Not by the recorded decision, proved even where the log
+		// cannot decide the rest.
+		w.Outcome = WhatIfLater
+	default:
+		w.Outcome = WhatIfUndetermined
+	}
+	if w.Outcome != WhatIfUndetermined {
+		w.Undetermined = ""
+	}
+
+	// The decisions that change, up to where both are known.
+	horizon := w.DecidedUntil
+	inCand := func(d WhatIfDecision) bool { return slices.Contains(w.Candidate, d) }
+	for _, d := range w.Recorded {
+		if !d.At.After(horizon) && !inCand(d) {
+			w.Changes = append(w.Changes, WhatIfChange{At: d.At, Rule: d.Rule, Recorded: d.Mode})
+		}
+	}
+	for _, d := range w.Candidate {
+		if !slices.Contains(w.Recorded, d) {
+			w.Changes = append(w.Changes, WhatIfChange{At: d.At, Rule: d.Rule, Candidate: d.Mode})
+		}
+	}
+	sort.SliceStable(w.Changes, func(i, j int) bool { return w.Changes[i].At.Before(w.Changes[j].At) })
+
+	// A likely false stop: work or completion after the candidate's stop.
+	if can != nil {
+		first := int64(1<<63 - 1)
+		ch := ""
+		for c := range know {
+			for _, x := range know[c].known {
+				if x > can.At.UnixNano() && x < first {
+					first, ch = x, names[c]
+				}
+			}
+		}
+		switch {
+		case ch != "":
+			w.FalseStop, w.FalseStopWhy = true, fmt.Sprintf("%s evidence at %s", ch, stamp(time.Unix(0, first)))
+		case completed && w.EndedAt.After(can.At):
+			w.FalseStop, w.FalseStopWhy = true, "completed at "+stamp(w.EndedAt)
+		}
+	}
+	return w
+}
+
+// decideBounded decides the candidate's look at t over every evidence the
+// log allows: the baseline's latest instant and the freshest other
+// channel's, each between its bounds (the verdict is monotone in both, but
+// for the startup grace, which a first output ends: the idle floor is
+// tried too). It returns the verdict if they all agree, else why not.
+func decideBounded(l decide.Limits, sn *decide.Snapshot, know []evidenceKnowledge, names []string, floor int64, t time.Time) (decide.Verdict, string) {
+	now := t.UnixNano()
+	lo0, hi0 := know[0].bounds(now)
+	loB, hiB := decide.Never, decide.Never
+	for c := 1; c < len(know); c++ {
+		lo, hi := know[c].bounds(now)
+		loB, hiB = max(loB, lo), max(hiB, hi)
+	}
+	base := []int64{lo0, hi0}
+	if lo0 < floor && floor <= hi0 {
+		base = append(base, floor)
+	}
+	others := []int64{loB, hiB}
+	var first decide.Verdict
+	for i, b := range base {
+		for j, o := range others {
+			sn.Channels[0], sn.Channels[1] = decide.Channel{Last: b}, decide.Channel{Last: o}
+			v := decide.Decide(l, *sn, t)
+			if i == 0 && j == 0 {
+				first = v
+				continue
+			}
+			if v.Action != first.Action || v.Rule != first.Rule || v.Record != first.Record || v.Deferred != first.Deferred ||
+				!v.Next.Equal(first.Next) || v.State != first.State {
+				return first, whyUnknown(know, names, now, t)
+			}
+		}
+	}
+	return first, ""
+}
+
+// whyUnknown names the channel whose undated evidence makes the look at t
+// undecidable.
+func whyUnknown(know []evidenceKnowledge, names []string, now int64, t time.Time) string {
+	for c := range know {
+		lo, hi := know[c].bounds(now)
+		if lo == hi {
+			continue
+		}
+		from := "the window's start"
+		if lo != decide.Never {
+			from = stamp(time.Unix(0, lo))
+		}
+		return fmt.Sprintf("at %s the log does not date %s evidence after %s (no observation of it until later, or none at all)",
+			stamp(t), names[c], from)
+	}
+	return fmt.Sprintf("at %s the log does not date the evidence", stamp(t))
+}
+
+// stamp formats an instant for a what-if's texts.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
