@@ -120,7 +120,7 @@ func (r *release) readModule(dir string) (*module, error) {
 	}
 	m := &module{dir: dir, path: gm.Module.Path}
 	for _, rp := range gm.Replace {
-		if rp.New.Version == "" && (strings.HasPrefix(rp.New.Path, "./") || strings.HasPrefix(rp.New.Path, "../")) {
+		if rp.New.Version == "" && !filepath.IsAbs(rp.New.Path) { // a directory of the checkout
 			m.replaced = append(m.replaced, rp.Old.Path)
 		}
 	}
