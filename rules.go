@@ -1,6 +1,9 @@
 package watchdog
 
-import "github.com/sessionwatchdog/watchdog/internal/decide"
+import (
+	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/policyview"
+)
 
 // The built-in rules' names (see "Rules" in the package documentation).
 const (
@@ -69,4 +72,14 @@ func ruleSentinel(rule, reason string) error {
 		return ErrLivenessFailed
 	}
 	return nil
+}
+
+func init() {
+	policyview.Limits = func(p any) decide.Limits { return p.(Policy).limits() }
+	policyview.RuleMode = func(p any, rule string) string { return string(p.(Policy).modeOf(rule)) }
+	policyview.Clone = func(p any) any { return p.(Policy).clone() }
+	policyview.BuiltinChannels = builtinChannels
+	policyview.RuleByName = ruleByName
+	policyview.RuleNames = ruleNames[:]
+	policyview.EvidenceResolution = evidenceResolution
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/whatif"
 )
 
 // whatIfLog records one session "s" through the library on a mock clock:
@@ -39,9 +40,9 @@ func whatIfLog(t *testing.T, recorded watchdog.Policy, opts ...watchdog.Option) 
 	return load(t, store, "s")
 }
 
-func whatIf(t *testing.T, events []watchdog.Event, candidate watchdog.Policy, every time.Duration) watchdog.WhatIfWindow {
+func whatIf(t *testing.T, events []watchdog.Event, candidate watchdog.Policy, every time.Duration) whatif.Window {
 	t.Helper()
-	r, err := watchdog.WhatIf(events, candidate, every)
+	r, err := whatif.Run(events, candidate, every)
 	require.NoError(t, err)
 	require.Len(t, r.Windows, 1)
 	assert.Equal(t, 1, r.Totals.Windows)
@@ -54,7 +55,7 @@ var shadowIdle = watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Sec
 func TestWhatIfWithTheRecordedPolicyChangesNothing(t *testing.T) {
 	events := whatIfLog(t, shadowIdle, watchdog.WithCheckpoints(time.Second))
 	w := whatIf(t, events, shadowIdle, time.Second)
-	assert.Equal(t, watchdog.WhatIfUnchanged, w.Outcome, w.Undetermined)
+	assert.Equal(t, whatif.Unchanged, w.Outcome, w.Undetermined)
 	require.NotEmpty(t, w.Recorded)
 	assert.Equal(t, w.Recorded[0], w.Candidate[0])
 	assert.Empty(t, w.Changes)
@@ -67,9 +68,9 @@ func TestWhatIfLongerIdleWindowStopsLaterAndIsAFalseStop(t *testing.T) {
 	events := whatIfLog(t, shadowIdle, watchdog.WithCheckpoints(time.Second))
 	cand := watchdog.Policy{WallClock: time.Hour, IdleWindow: 20 * time.Second, SettleChecks: 1}
 	w := whatIf(t, events, cand, 0) // the counters alone date every line
-	require.Equal(t, watchdog.WhatIfLater, w.Outcome, w.Undetermined)
+	require.Equal(t, whatif.Later, w.Outcome, w.Undetermined)
 	require.Len(t, w.Candidate, 1)
-	assert.Equal(t, watchdog.WhatIfDecision{At: t0.Add(25*time.Second + 1), Rule: "idle", Mode: watchdog.ModeAct}, w.Candidate[0])
+	assert.Equal(t, whatif.Decision{At: t0.Add(25*time.Second + 1), Rule: "idle", Mode: watchdog.ModeAct}, w.Candidate[0])
 	assert.Equal(t, t0.Add(25*time.Second+1), w.DecidedUntil)
 	assert.True(t, w.FalseStop)
 	assert.Len(t, w.Changes, 2, "the recorded shadow decision goes, the candidate's act decision comes")
@@ -79,7 +80,7 @@ func TestWhatIfShorterIdleWindowStopsEarlier(t *testing.T) {
 	events := whatIfLog(t, shadowIdle, watchdog.WithCheckpoints(time.Second))
 	cand := watchdog.Policy{WallClock: time.Hour, IdleWindow: 5 * time.Second, SettleChecks: 2, SettleInterval: 2 * time.Second}
 	w := whatIf(t, events, cand, 0)
-	require.Equal(t, watchdog.WhatIfEarlier, w.Outcome, w.Undetermined)
+	require.Equal(t, whatif.Earlier, w.Outcome, w.Undetermined)
 	assert.Equal(t, t0.Add(12*time.Second+1), w.Candidate[0].At, "stale at 10 s + 1 ns, again 2 s later")
 	assert.True(t, w.FalseStop)
 }
@@ -88,7 +89,7 @@ func TestWhatIfCandidateThatNeverDecidesAShadowDecision(t *testing.T) {
 	events := whatIfLog(t, shadowIdle, watchdog.WithCheckpoints(time.Second))
 	cand := watchdog.Policy{WallClock: time.Hour, IdleWindow: time.Minute}
 	w := whatIf(t, events, cand, 0)
-	assert.Equal(t, watchdog.WhatIfNever, w.Outcome, w.Undetermined)
+	assert.Equal(t, whatif.Never, w.Outcome, w.Undetermined)
 	assert.Empty(t, w.Candidate)
 	assert.Equal(t, w.EndedAt, w.DecidedUntil)
 	assert.False(t, w.FalseStop)
@@ -101,7 +102,7 @@ func TestWhatIfWithoutCheckpointsIsUndeterminedForAStricterIdleRule(t *testing.T
 	events := whatIfLog(t, shadowIdle)
 	cand := watchdog.Policy{WallClock: time.Hour, IdleWindow: 3 * time.Second, SettleChecks: 1}
 	w := whatIf(t, events, cand, 0)
-	assert.Equal(t, watchdog.WhatIfUndetermined, w.Outcome)
+	assert.Equal(t, whatif.Undetermined, w.Outcome)
 	assert.Contains(t, w.Undetermined, "does not date stdout evidence")
 	assert.True(t, w.DecidedUntil.Before(w.Recorded[0].At))
 	assert.Empty(t, w.Candidate)
@@ -111,8 +112,8 @@ func TestWhatIfWithoutCheckpointsIsUndeterminedForAStricterIdleRule(t *testing.T
 func TestWhatIfWallClockIsDecidedFromTheStartAlone(t *testing.T) {
 	events := whatIfLog(t, watchdog.Policy{WallClock: time.Hour})
 	w := whatIf(t, events, watchdog.Policy{WallClock: 20 * time.Second}, 0)
-	require.Equal(t, watchdog.WhatIfEarlier, w.Outcome, w.Undetermined)
-	assert.Equal(t, watchdog.WhatIfDecision{At: t0.Add(20*time.Second + 1), Rule: "wall_clock", Mode: watchdog.ModeAct}, w.Candidate[0])
+	require.Equal(t, whatif.Earlier, w.Outcome, w.Undetermined)
+	assert.Equal(t, whatif.Decision{At: t0.Add(20*time.Second + 1), Rule: "wall_clock", Mode: watchdog.ModeAct}, w.Candidate[0])
 	assert.True(t, w.FalseStop)
 	assert.Equal(t, "completed at 2026-05-23T09:00:50Z", w.FalseStopWhy)
 }
@@ -140,9 +141,9 @@ func TestWhatIfCheckpointIntervalDecidesTheSilenceAfterTheLastObservation(t *tes
 
 	cand := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, SettleChecks: 1}
 	unknown := whatIf(t, events, cand, 0)
-	assert.Equal(t, watchdog.WhatIfUndetermined, unknown.Outcome)
+	assert.Equal(t, whatif.Undetermined, unknown.Outcome)
 	known := whatIf(t, events, cand, time.Second)
-	require.Equal(t, watchdog.WhatIfEarlier, known.Outcome, known.Undetermined)
+	require.Equal(t, whatif.Earlier, known.Outcome, known.Undetermined)
 	assert.Equal(t, t0.Add(15*time.Second+1), known.Candidate[0].At)
 	assert.Equal(t, "completed at 2026-05-23T09:00:50Z", known.FalseStopWhy)
 }
@@ -154,22 +155,22 @@ func TestWhatIfLaterThanARecordedCancel(t *testing.T) {
 	events := whatIfLog(t, act)
 	require.Equal(t, 1, countKind(events, watchdog.KindCancel))
 	w := whatIf(t, events, watchdog.Policy{WallClock: time.Hour, IdleWindow: 30 * time.Second, SettleChecks: 1}, 0)
-	assert.Equal(t, watchdog.WhatIfLater, w.Outcome, w.Undetermined)
+	assert.Equal(t, whatif.Later, w.Outcome, w.Undetermined)
 	assert.Equal(t, "cancel:idle_exceeded", w.End)
 	assert.Empty(t, w.Candidate)
 	same := whatIf(t, events, act, 0)
-	assert.Equal(t, watchdog.WhatIfUnchanged, same.Outcome, same.Undetermined)
+	assert.Equal(t, whatif.Unchanged, same.Outcome, same.Undetermined)
 }
 
 func TestWhatIfRefusesAnInvalidCandidate(t *testing.T) {
-	_, err := watchdog.WhatIf(nil, watchdog.Policy{IdleWindow: -time.Second}, 0)
+	_, err := whatif.Run(nil, watchdog.Policy{IdleWindow: -time.Second}, 0)
 	require.ErrorIs(t, err, watchdog.ErrInvalidPolicy)
 	assert.Contains(t, err.Error(), "no_output_deadline_seconds")
-	_, err = watchdog.WhatIf(nil, watchdog.Policy{}, -time.Second)
+	_, err = whatif.Run(nil, watchdog.Policy{}, -time.Second)
 	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
-	_, err = watchdog.WhatIf([]watchdog.Event{{ID: "x"}}, watchdog.Policy{}, 0)
+	_, err = whatif.Run([]watchdog.Event{{ID: "x"}}, watchdog.Policy{}, 0)
 	require.ErrorIs(t, err, watchdog.ErrInvalidEvent)
-	r, err := watchdog.WhatIf(nil, watchdog.Policy{}, 0)
+	r, err := whatif.Run(nil, watchdog.Policy{}, 0)
 	require.NoError(t, err)
 	assert.Empty(t, r.Windows)
 }
@@ -199,7 +200,7 @@ func TestWhatIfLivenessRuleFollowsTheRecordOnlyUnderTheSameSettleLimits(t *testi
 	act := p
 	act.Mode = ""
 	same := whatIf(t, events, act, time.Second)
-	require.Equal(t, watchdog.WhatIfUnchanged, same.Outcome, same.Undetermined)
+	require.Equal(t, whatif.Unchanged, same.Outcome, same.Undetermined)
 	assert.Equal(t, watchdog.ModeAct, same.Candidate[0].Mode)
 	assert.Equal(t, "queue", same.Candidate[0].Rule)
 	assert.Len(t, same.Changes, 2, "shadow became act")
@@ -207,12 +208,12 @@ func TestWhatIfLivenessRuleFollowsTheRecordOnlyUnderTheSameSettleLimits(t *testi
 	other := p
 	other.SettleChecks = 1
 	w2 := whatIf(t, events, other, time.Second)
-	assert.Equal(t, watchdog.WhatIfUndetermined, w2.Outcome)
+	assert.Equal(t, whatif.Undetermined, w2.Outcome)
 	assert.Contains(t, w2.Undetermined, `liveness rule "queue"`)
 	assert.Equal(t, t0.Add(5*time.Second), w2.DecidedUntil)
 
 	without := whatIf(t, events, watchdog.Policy{WallClock: time.Hour}, time.Second)
-	assert.Equal(t, watchdog.WhatIfNever, without.Outcome, without.Undetermined)
+	assert.Equal(t, whatif.Never, without.Outcome, without.Undetermined)
 }
 
 // The log records child waits only against the recorded ceiling: another
@@ -221,11 +222,11 @@ func TestWhatIfLivenessRuleFollowsTheRecordOnlyUnderTheSameSettleLimits(t *testi
 func TestWhatIfChildrenWaitCeilingIsUndeterminedPastItsAgeUnlessRecorded(t *testing.T) {
 	events := whatIfLog(t, watchdog.Policy{WallClock: time.Hour}, watchdog.WithCheckpoints(time.Second))
 	w := whatIf(t, events, watchdog.Policy{WallClock: time.Hour, ChildrenWaitCeiling: 30 * time.Second}, time.Second)
-	assert.Equal(t, watchdog.WhatIfUndetermined, w.Outcome)
+	assert.Equal(t, whatif.Undetermined, w.Outcome)
 	assert.Equal(t, t0.Add(30*time.Second+1), w.DecidedUntil)
 	assert.Contains(t, w.Undetermined, "children wait")
 	long := whatIf(t, events, watchdog.Policy{WallClock: time.Hour, ChildrenWaitCeiling: time.Minute}, time.Second)
-	assert.Equal(t, watchdog.WhatIfUnchanged, long.Outcome, long.Undetermined)
+	assert.Equal(t, whatif.Unchanged, long.Outcome, long.Undetermined)
 }
 
 // Handlers in flight defer the idle rule, and the log records them only on
@@ -256,10 +257,10 @@ func TestWhatIfHandlersInFlightMakeTheIdleRuleUndetermined(t *testing.T) {
 	events := load(t, store, "s")
 
 	idle := whatIf(t, events, watchdog.Policy{WallClock: time.Hour, IdleWindow: 3 * time.Second, SettleChecks: 1}, time.Second)
-	assert.Equal(t, watchdog.WhatIfUndetermined, idle.Outcome)
+	assert.Equal(t, whatif.Undetermined, idle.Outcome)
 	assert.Contains(t, idle.Undetermined, "handlers in flight")
 	wall := whatIf(t, events, watchdog.Policy{WallClock: 2 * time.Second}, time.Second)
-	assert.Equal(t, watchdog.WhatIfEarlier, wall.Outcome, wall.Undetermined)
+	assert.Equal(t, whatif.Earlier, wall.Outcome, wall.Undetermined)
 }
 
 // Several sessions and windows: each window is re-run on its own, in the
@@ -290,7 +291,7 @@ func TestWhatIfTotalsAddUpTheWindowsAndIgnoreRemoteCheckpoints(t *testing.T) {
 	events = append(events, load(t, store, "a")...)
 	events = append(events, load(t, store, "b")...)
 
-	r, err := watchdog.WhatIf(events, watchdog.Policy{WallClock: 5 * time.Second, IdleWindow: time.Second, SettleChecks: 1}, time.Second)
+	r, err := whatif.Run(events, watchdog.Policy{WallClock: 5 * time.Second, IdleWindow: time.Second, SettleChecks: 1}, time.Second)
 	require.NoError(t, err)
 	require.Len(t, r.Windows, 3)
 	assert.Equal(t, []string{"a/1", "a/2", "b/1"}, []string{
@@ -298,12 +299,12 @@ func TestWhatIfTotalsAddUpTheWindowsAndIgnoreRemoteCheckpoints(t *testing.T) {
 	// The remote checkpoint's undated output (counter 7) would leave a/1
 	// undetermined: the owner's checkpoints prove a silent stdout.
 	for _, win := range r.Windows {
-		assert.Equal(t, watchdog.WhatIfEarlier, win.Outcome, win.Undetermined)
+		assert.Equal(t, whatif.Earlier, win.Outcome, win.Undetermined)
 		assert.Equal(t, "idle", win.Candidate[0].Rule)
 		assert.Equal(t, win.OpenedAt.Add(time.Second+1), win.Candidate[0].At)
 	}
 	assert.Equal(t, "completed at 2026-05-23T09:00:03Z", r.Windows[0].FalseStopWhy)
-	assert.Equal(t, watchdog.WhatIfTotals{Sessions: 2, Windows: 3, Earlier: 3, FalseStops: 2, Changes: 3}, r.Totals)
+	assert.Equal(t, whatif.Totals{Sessions: 2, Windows: 3, Earlier: 3, FalseStops: 2, Changes: 3}, r.Totals)
 }
 
 // Under the recorded policy itself, every window of a random simulation
@@ -330,14 +331,14 @@ func TestWhatIfUnderTheRecordedPolicyNeverClaimsAChangeOnRandomLogs(t *testing.T
 			}
 		}
 		for k, evs := range byWindow {
-			r, err := watchdog.WhatIf(evs, policies[k], 0)
+			r, err := whatif.Run(evs, policies[k], 0)
 			require.NoError(t, err)
 			require.Len(t, r.Windows, 1)
 			win := r.Windows[0]
 			windows++
 			switch win.Outcome {
-			case watchdog.WhatIfUndetermined:
-			case watchdog.WhatIfUnchanged:
+			case whatif.Undetermined:
+			case whatif.Unchanged:
 				decided++
 				if len(win.Recorded) > 0 {
 					decisions++
@@ -350,4 +351,12 @@ func TestWhatIfUnderTheRecordedPolicyNeverClaimsAChangeOnRandomLogs(t *testing.T
 	}
 	t.Logf("%d of %d windows decided, %d of them with a recorded decision", decided, windows, decisions)
 	assert.Positive(t, decisions)
+}
+
+// An empty log gives an empty report, not an error.
+func TestWhatIfOfAnEmptyLogIsAnEmptyReport(t *testing.T) {
+	r, err := whatif.Run(nil, watchdog.Policy{}, 0)
+	require.NoError(t, err)
+	assert.Empty(t, r.Windows)
+	assert.Zero(t, r.Totals)
 }

@@ -264,12 +264,6 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 		},
 		"WithRetryBackoff": func(t *testing.T) { assert.NotNil(t, watchdog.WithRetryBackoff(0, 0)) },
 		"WithStore":        func(t *testing.T) { assert.NotNil(t, watchdog.WithStore(nil)) },
-		"WhatIf": func(t *testing.T) {
-			r, err := watchdog.WhatIf(nil, watchdog.Policy{}, 0) // an empty log: an empty report
-			require.NoError(t, err)
-			assert.Empty(t, r.Windows)
-			assert.Zero(t, r.Totals)
-		},
 		"Within": func(t *testing.T) {
 			invalid(t, watchdog.Within(nilCtx, "", "", 0, nil))
 		},

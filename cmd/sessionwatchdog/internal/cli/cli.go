@@ -23,6 +23,7 @@ import (
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/verify"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/whatif"
 	"github.com/sessionwatchdog/watchdog/stores/postgres"
+	wi "github.com/sessionwatchdog/watchdog/whatif"
 )
 
 // Exit codes of the sessionwatchdog command.
@@ -150,7 +151,7 @@ const whatifUsage = `Usage: sessionwatchdog whatif --policy FILE.json [flags] FI
        sessionwatchdog whatif --policy FILE.json [flags] --dsn DSN [--table TABLE]
 
 Re-runs every session window of the log under a candidate policy, with the
-same pure decision the watchdog uses (watchdog.WhatIf), and reports per
+same pure decision the watchdog uses (whatif.Run), and reports per
 window and in total: the decisions that change, the windows the candidate
 stops earlier, later or never than the recorded policy did, and the likely
 false stops (the candidate stops a window that went on to record evidence or
@@ -459,7 +460,7 @@ func runWhatIf(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if name == "-" {
 		name = "<stdin>"
 	}
-	report, err := watchdog.WhatIf(whatif.Filter(events, sessions), candidate, checkpointsEvery)
+	report, err := wi.Run(whatif.Filter(events, sessions), candidate, checkpointsEvery)
 	if err != nil {
 		fmt.Fprintf(stderr, "sessionwatchdog whatif: %v\n", err)
 		return ExitUsage

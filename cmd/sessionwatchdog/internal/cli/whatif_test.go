@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sessionwatchdog/watchdog"
+	wi "github.com/sessionwatchdog/watchdog/whatif"
 )
 
 const stricter = "testdata/stricter-idle.json"
@@ -27,15 +28,15 @@ func TestWhatIfJSONReportsPerWindowAndTotals(t *testing.T) {
 	if code != ExitOK || errs != "" {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
-	var r watchdog.WhatIfReport
+	var r wi.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	want := watchdog.WhatIfTotals{Sessions: 3, Windows: 3, Unchanged: 1, Earlier: 2, FalseStops: 1, Changes: 2}
+	want := wi.Totals{Sessions: 3, Windows: 3, Unchanged: 1, Earlier: 2, FalseStops: 1, Changes: 2}
 	if r.Totals != want {
 		t.Fatalf("totals %+v, want %+v", r.Totals, want)
 	}
-	if w := r.Windows[0]; w.SessionID != "shadow-idle" || w.Outcome != watchdog.WhatIfEarlier || !w.FalseStop || len(w.Candidate) != 1 {
+	if w := r.Windows[0]; w.SessionID != "shadow-idle" || w.Outcome != wi.Earlier || !w.FalseStop || len(w.Candidate) != 1 {
 		t.Fatalf("shadow-idle: %+v", w)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/termsafe"
+	wi "github.com/sessionwatchdog/watchdog/whatif"
 )
 
 // Filter keeps the windows of the sessions listed; none keeps every one.
@@ -39,7 +40,7 @@ func Filter(events []watchdog.Event, sessions []string) []watchdog.Event {
 // (its outcome, the recorded and the candidate's decisions with their
 // offsets from the window's opening, the changes, a likely false stop, why
 // the log cannot decide) and the totals.
-func WriteText(w io.Writer, r watchdog.WhatIfReport, source string) error {
+func WriteText(w io.Writer, r wi.Report, source string) error {
 	pol, err := json.Marshal(r.Candidate)
 	if err != nil {
 		return err
@@ -66,11 +67,11 @@ func evidenceNote(every time.Duration) string {
 }
 
 // lines are a window's text lines, escaped.
-func lines(win watchdog.WhatIfWindow) []string {
+func lines(win wi.Window) []string {
 	at := func(t time.Time) string {
 		return fmt.Sprintf("+%.3fs", t.Sub(win.OpenedAt).Seconds())
 	}
-	decisions := func(ds []watchdog.WhatIfDecision) string {
+	decisions := func(ds []wi.Decision) string {
 		if len(ds) == 0 {
 			return "none"
 		}
@@ -113,7 +114,7 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // WriteJSON writes r as one indented JSON document: the candidate policy
 // (its JSON knobs), checkpoint_every_ns, windows and totals.
-func WriteJSON(w io.Writer, r watchdog.WhatIfReport) error {
+func WriteJSON(w io.Writer, r wi.Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
@@ -121,7 +122,7 @@ func WriteJSON(w io.Writer, r watchdog.WhatIfReport) error {
 
 // WriteHTML writes r as one self-contained HTML page (no script, no
 // external resource): the totals and a table of the windows.
-func WriteHTML(w io.Writer, r watchdog.WhatIfReport, source string) error {
+func WriteHTML(w io.Writer, r wi.Report, source string) error {
 	pol, err := json.Marshal(r.Candidate)
 	if err != nil {
 		return err
@@ -132,7 +133,7 @@ func WriteHTML(w io.Writer, r watchdog.WhatIfReport, source string) error {
 	}
 	page := struct {
 		Source, Policy, Evidence string
-		Totals                   watchdog.WhatIfTotals
+		Totals                   wi.Totals
 		Rows                     []row
 	}{Source: termsafe.String(source), Policy: string(pol), Evidence: evidenceNote(r.CheckpointEvery), Totals: r.Totals}
 	for _, win := range r.Windows {

@@ -1,4 +1,6 @@
-package watchdog
+// Package whatif re-runs a recorded event log under a candidate policy:
+// what would another policy have done to the sessions it holds? See Run.
+package whatif
 
 import (
 	"fmt"
@@ -6,70 +8,72 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/policyview"
 )
 
-// WhatIfOutcome is how a candidate policy's first decision in a window
-// compares with the recorded one (see WhatIf). The zero value, "", is no
-// outcome: WhatIf never returns it.
-type WhatIfOutcome string
+// Outcome is how a candidate policy's first decision in a window
+// compares with the recorded one (see Run). The zero value, "", is no
+// outcome: Run never returns it.
+type Outcome string
 
 // The outcomes of a window under a candidate policy.
 const (
-	// WhatIfUnchanged: the candidate decides first at the same instant as
+	// Unchanged: the candidate decides first at the same instant as
 	// the recorded policy did, or neither decides in the window.
-	WhatIfUnchanged WhatIfOutcome = "unchanged"
-	// WhatIfEarlier: the candidate decides to stop the window before the
+	Unchanged Outcome = "unchanged"
+	// Earlier: the candidate decides to stop the window before the
 	// recorded policy did, or stops a window that the recorded policy
 	// never stopped.
-	WhatIfEarlier WhatIfOutcome = "earlier"
-	// WhatIfLater: the candidate decides later than the recorded policy,
+	Earlier Outcome = "earlier"
+	// Later: the candidate decides later than the recorded policy,
 	// or not before the recorded policy's act decision ended the window
 	// (what the candidate would have done after that is not in the log:
 	// later, or never).
-	WhatIfLater WhatIfOutcome = "later"
-	// WhatIfNever: the recorded policy decided (in shadow mode, so the
+	Later Outcome = "later"
+	// Never: the recorded policy decided (in shadow mode, so the
 	// window went on) and the candidate never does, up to the window's
 	// recorded end.
-	WhatIfNever WhatIfOutcome = "never"
-	// WhatIfUndetermined: the log cannot decide the candidate's first
-	// decision (see WhatIfWindow.Undetermined for why).
-	WhatIfUndetermined WhatIfOutcome = "undetermined"
+	Never Outcome = "never"
+	// Undetermined: the log cannot decide the candidate's first
+	// decision (see Window.Undetermined for why).
+	Undetermined Outcome = "undetermined"
 )
 
-// WhatIfDecision is one decision to stop a window (verdict HARD_STOP), of
+// Decision is one decision to stop a window (verdict HARD_STOP), of
 // the recorded policy or of the candidate: its instant, its rule (a
 // built-in rule's name or a liveness rule's) and its mode ("act" or
 // "shadow"; a shadow decision lets the window go on). Plain data; the zero
 // value is no decision.
-type WhatIfDecision struct {
-	At   time.Time `json:"at"`
-	Rule string    `json:"rule"`
-	Mode Mode      `json:"mode"`
+type Decision struct {
+	At   time.Time     `json:"at"`
+	Rule string        `json:"rule"`
+	Mode watchdog.Mode `json:"mode"`
 }
 
-// WhatIfChange is a decision that one policy takes and the other does not:
+// Change is a decision that one policy takes and the other does not:
 // at the same instant with the same rule and mode. Recorded or Candidate is
-// the empty Mode for the policy that does not take it. Plain data.
-type WhatIfChange struct {
-	At        time.Time `json:"at"`
-	Rule      string    `json:"rule"`
-	Recorded  Mode      `json:"recorded,omitempty"`
-	Candidate Mode      `json:"candidate,omitempty"`
+// the empty watchdog.Mode for the policy that does not take it. Plain data.
+type Change struct {
+	At        time.Time     `json:"at"`
+	Rule      string        `json:"rule"`
+	Recorded  watchdog.Mode `json:"recorded,omitempty"`
+	Candidate watchdog.Mode `json:"candidate,omitempty"`
 }
 
-// WhatIfWindow is the what-if of one session window. Plain data; WhatIf
+// Window is the what-if of one session window. Plain data; Run
 // fills every field but the optional ones (Undetermined, Changes,
 // FalseStop, FalseStopWhy), and the slices Recorded and Candidate are
 // never nil.
-type WhatIfWindow struct {
+type Window struct {
 	// SessionID and Window name the window.
 	SessionID string `json:"session_id"`
 	Window    int    `json:"window"`
 	// OpenedAt is when a Watchdog opened the window (its start or resume
 	// event); EndedAt is the last instant the log knows of it: its
 	// terminal event, else its last event before the log ends or before a
-	// resume re-attached it (WhatIf does not follow a window across a
+	// resume re-attached it (Run does not follow a window across a
 	// resume that continues it). End says which: "stop:REASON",
 	// "cancel:REASON", "open" (no terminal event) or "resumed".
 	OpenedAt time.Time `json:"opened_at"`
@@ -78,10 +82,10 @@ type WhatIfWindow struct {
 	// Recorded are the window's recorded decisions up to EndedAt;
 	// Candidate the candidate's, up to its first act decision or
 	// DecidedUntil.
-	Recorded  []WhatIfDecision `json:"recorded"`
-	Candidate []WhatIfDecision `json:"candidate"`
-	// Outcome compares the first decisions (see WhatIfOutcome).
-	Outcome WhatIfOutcome `json:"outcome"`
+	Recorded  []Decision `json:"recorded"`
+	Candidate []Decision `json:"candidate"`
+	// Outcome compares the first decisions (see Outcome).
+	Outcome Outcome `json:"outcome"`
 	// DecidedUntil is the instant up to which the log decides the
 	// candidate's verdicts: EndedAt, the candidate's act decision, or the
 	// first instant the log cannot decide (then Undetermined says why).
@@ -89,7 +93,7 @@ type WhatIfWindow struct {
 	Undetermined string    `json:"undetermined,omitempty"`
 	// Changes are the decisions that differ, up to DecidedUntil (and the
 	// candidate's stop).
-	Changes []WhatIfChange `json:"changes,omitempty"`
+	Changes []Change `json:"changes,omitempty"`
 	// FalseStop is set when the candidate's first decision is followed,
 	// in the same window, by recorded evidence of work or by the window's
 	// stop with reason "completed": a likely false stop. FalseStopWhy
@@ -98,9 +102,9 @@ type WhatIfWindow struct {
 	FalseStopWhy string `json:"false_stop_why,omitempty"`
 }
 
-// WhatIfTotals counts the windows of a WhatIfReport by outcome, the likely
+// Totals counts the windows of a Report by outcome, the likely
 // false stops and the changed decisions. The zero value counts nothing.
-type WhatIfTotals struct {
+type Totals struct {
 	Sessions     int `json:"sessions"`
 	Windows      int `json:"windows"`
 	Unchanged    int `json:"unchanged"`
@@ -112,21 +116,21 @@ type WhatIfTotals struct {
 	Changes      int `json:"changes"`
 }
 
-// WhatIfReport is what WhatIf returns: each window of the log, in the order
-// of its first event, and the totals. CheckpointEvery is WhatIf's argument
+// Report is what Run returns: each window of the log, in the order
+// of its first event, and the totals. CheckpointEvery is Run's argument
 // (zero: unknown), Candidate the candidate policy as given. Plain data: the
 // caller owns it; the zero value is the report of an empty log.
-type WhatIfReport struct {
-	Candidate       Policy         `json:"candidate"`
-	CheckpointEvery time.Duration  `json:"checkpoint_every_ns,omitempty"`
-	Windows         []WhatIfWindow `json:"windows"`
-	Totals          WhatIfTotals   `json:"totals"`
+type Report struct {
+	Candidate       watchdog.Policy `json:"candidate"`
+	CheckpointEvery time.Duration   `json:"checkpoint_every_ns,omitempty"`
+	Windows         []Window        `json:"windows"`
+	Totals          Totals          `json:"totals"`
 }
 
 // maxWhatIfLooks bounds the candidate's looks at one window.
 const maxWhatIfLooks = 1 << 20
 
-// WhatIf re-runs the recorded log events (a log in append order, as for
+// Run re-runs the recorded log events (a log in append order, as for
 // Replay; sessions may be interleaved) under candidate and reports, per
 // session window and in total, the decisions that change, the windows the
 // candidate stops earlier, later or never, and the likely false stops.
@@ -149,7 +153,7 @@ const maxWhatIfLooks = 1 << 20
 // at most 4,096 changing windows per pass, and add a margin for the
 // pass's own time on a real clock; zero means unknown.
 //
-// WhatIf is exact and conservative: it claims a decision at T only when
+// Run is exact and conservative: it claims a decision at T only when
 // every evidence history the log allows gives it, and otherwise reports
 // the window undetermined from the first instant the log cannot decide. It
 // also reports undetermined what the log does not hold: the children wait
@@ -160,25 +164,25 @@ const maxWhatIfLooks = 1 << 20
 // show none are taken to have had none.
 //
 // The error is for a candidate that Validate refuses (wrapping
-// ErrInvalidPolicy), a negative checkpointEvery (ErrInvalidArgument), or a
-// log WhatIf cannot read (ErrInvalidEvent). It is a pure function of its
+// watchdog.ErrInvalidPolicy), a negative checkpointEvery (watchdog.ErrInvalidArgument), or a
+// log Run cannot read (watchdog.ErrInvalidEvent). It is a pure function of its
 // arguments, safe for concurrent use.
-func WhatIf(events []Event, candidate Policy, checkpointEvery time.Duration) (WhatIfReport, error) {
+func Run(events []watchdog.Event, candidate watchdog.Policy, checkpointEvery time.Duration) (Report, error) {
 	if err := candidate.Validate(); err != nil {
-		return WhatIfReport{}, fmt.Errorf("what-if: candidate policy: %w", err)
+		return Report{}, fmt.Errorf("what-if: candidate policy: %w", err)
 	}
 	if checkpointEvery < 0 {
-		return WhatIfReport{}, fmt.Errorf("%w: what-if: checkpoint interval %v is negative", ErrInvalidArgument, checkpointEvery)
+		return Report{}, fmt.Errorf("%w: what-if: checkpoint interval %v is negative", watchdog.ErrInvalidArgument, checkpointEvery)
 	}
 	type key struct {
 		id     string
 		window int
 	}
-	groups := map[key][]Event{}
+	groups := map[key][]watchdog.Event{}
 	var order []key
 	for i, e := range events {
 		if e.AggregateID == "" || e.Kind == "" || e.Window < 1 {
-			return WhatIfReport{}, fmt.Errorf("%w: what-if: event %d (%s) has no aggregate_id, event_kind or window", ErrInvalidEvent, i, e.ID)
+			return Report{}, fmt.Errorf("%w: what-if: event %d (%s) has no aggregate_id, event_kind or window", watchdog.ErrInvalidEvent, i, e.ID)
 		}
 		k := key{e.AggregateID, e.Window}
 		if _, ok := groups[k]; !ok {
@@ -186,22 +190,22 @@ func WhatIf(events []Event, candidate Policy, checkpointEvery time.Duration) (Wh
 		}
 		groups[k] = append(groups[k], e)
 	}
-	r := WhatIfReport{Candidate: candidate.clone(), CheckpointEvery: checkpointEvery, Windows: []WhatIfWindow{}}
+	r := Report{Candidate: policyview.Clone(candidate).(watchdog.Policy), CheckpointEvery: checkpointEvery, Windows: []Window{}}
 	sessions := map[string]bool{}
 	for _, k := range order {
-		w := whatIfWindow(groups[k], candidate, checkpointEvery)
+		w := window(groups[k], candidate, checkpointEvery)
 		r.Windows = append(r.Windows, w)
 		sessions[k.id] = true
 		t := &r.Totals
 		t.Windows++
 		switch w.Outcome {
-		case WhatIfUnchanged:
+		case Unchanged:
 			t.Unchanged++
-		case WhatIfEarlier:
+		case Earlier:
 			t.Earlier++
-		case WhatIfLater:
+		case Later:
 			t.Later++
-		case WhatIfNever:
+		case Never:
 			t.Never++
 		default:
 			t.Undetermined++
@@ -244,30 +248,30 @@ func (k *evidenceKnowledge) bounds(t int64) (lo, hi int64) {
 	return lo, hi
 }
 
-// whatIfExternal is a decision the evidence rules do not derive (a
+// external is a decision the evidence rules do not derive (a
 // liveness rule's, or the children wait's under the recorded ceiling), or
 // the first instant the log cannot decide one (why set).
-type whatIfExternal struct {
+type external struct {
 	at   time.Time
 	rule string
 	why  string
 }
 
-// whatIfWindow is WhatIf of one window's events.
-func whatIfWindow(evs []Event, cand Policy, ckptEvery time.Duration) WhatIfWindow {
-	w := WhatIfWindow{SessionID: evs[0].AggregateID, Window: evs[0].Window, End: "open",
-		Recorded: []WhatIfDecision{}, Candidate: []WhatIfDecision{}}
-	var opening *Event
-	var recorded *Policy
+// whatIfWindow is Run of one window's events.
+func window(evs []watchdog.Event, cand watchdog.Policy, ckptEvery time.Duration) Window {
+	w := Window{SessionID: evs[0].AggregateID, Window: evs[0].Window, End: "open",
+		Recorded: []Decision{}, Candidate: []Decision{}}
+	var opening *watchdog.Event
+	var recorded *watchdog.Policy
 	idleOpaque := ""
-	var obs []Event
+	var obs []watchdog.Event
 	end := -1 // index of the last event the window is followed to
 	for i := range evs {
 		e := &evs[i]
 		if opening == nil {
 			// A start, or a resume that opens the window (it starts then;
 			// opens_window is recorded only with an arbitrating store).
-			if e.Kind == KindStart || e.Kind == KindResume && (e.OpensWindow || e.WindowStartedAt.Equal(e.OccurredAt)) {
+			if e.Kind == watchdog.KindStart || e.Kind == watchdog.KindResume && (e.OpensWindow || e.WindowStartedAt.Equal(e.OccurredAt)) {
 				opening, recorded = e, e.Policy
 				w.OpenedAt = e.OccurredAt.UTC()
 				end = i
@@ -276,15 +280,15 @@ func whatIfWindow(evs []Event, cand Policy, ckptEvery time.Duration) WhatIfWindo
 			// Events before the window's opening: the log does not hold it.
 			continue
 		}
-		if e.Kind == KindResume {
+		if e.Kind == watchdog.KindResume {
 			w.End = "resumed"
 			break
 		}
 		end = i
-		if e.Kind == KindDecision {
-			w.Recorded = append(w.Recorded, WhatIfDecision{At: e.OccurredAt.UTC(), Rule: e.Rule, Mode: e.Mode})
+		if e.Kind == watchdog.KindDecision {
+			w.Recorded = append(w.Recorded, Decision{At: e.OccurredAt.UTC(), Rule: e.Rule, Mode: e.Mode})
 		}
-		if len(e.EvidenceSummary) > 0 && !(e.Kind == KindCheckpoint && e.Owner == "") {
+		if len(e.EvidenceSummary) > 0 && !(e.Kind == watchdog.KindCheckpoint && e.Owner == "") {
 			obs = append(obs, *e)
 		}
 		switch {
@@ -295,30 +299,30 @@ func whatIfWindow(evs []Event, cand Policy, ckptEvery time.Duration) WhatIfWindo
 			idleOpaque = fmt.Sprintf("a waiting state at %s suspends the idle rule, and the log records it only on verdicts", stamp(e.OccurredAt))
 		case !e.ObservedSince.IsZero() && !e.ObservedSince.Equal(opening.OccurredAt):
 			idleOpaque = fmt.Sprintf("the idle floor moved to %s (a wait or a RunPhase attempt), and the log records it only on verdicts", stamp(e.ObservedSince))
-		case e.Kind == KindRetry || e.Kind == KindAttemptCancelled || e.Kind == KindWaitTimeout:
+		case e.Kind == watchdog.KindRetry || e.Kind == watchdog.KindAttemptCancelled || e.Kind == watchdog.KindWaitTimeout:
 			idleOpaque = fmt.Sprintf("a %s event at %s moves the idle floor at instants the log does not record", e.Kind, stamp(e.OccurredAt))
 		}
 		if e.Terminal() {
 			w.End = "stop:" + e.Reason
-			if e.Kind == KindCancel {
+			if e.Kind == watchdog.KindCancel {
 				w.End = "cancel:" + e.Reason
 			}
 			break
 		}
 	}
 	if opening == nil {
-		w.Outcome, w.Undetermined = WhatIfUndetermined, "the log holds no event that opens the window (start, or a resume after its previous window ended)"
+		w.Outcome, w.Undetermined = Undetermined, "the log holds no event that opens the window (start, or a resume after its previous window ended)"
 		return w
 	}
 	w.EndedAt = evs[end].OccurredAt.UTC()
-	if last := evs[end]; last.Kind == KindCancel && !last.FiredAt.IsZero() && last.FiredAt.Before(w.EndedAt) {
+	if last := evs[end]; last.Kind == watchdog.KindCancel && !last.FiredAt.IsZero() && last.FiredAt.Before(w.EndedAt) {
 		w.EndedAt = last.FiredAt.UTC() // the recorded policy ended the window when it fired
 	}
-	completed := w.End == "stop:"+StopCompleted
+	completed := w.End == "stop:"+watchdog.StopCompleted
 
 	// The channels the candidate sees, and what the log proves of each.
-	l := cand.limits()
-	names := append(slices.Clone(builtinChannels), cand.Channels...)
+	l := policyview.Limits(cand)
+	names := append(slices.Clone(policyview.BuiltinChannels), cand.Channels...)
 	know := make([]evidenceKnowledge, len(names))
 	tailFrom := decide.Never
 	if ckptEvery > 0 && w.End != "resumed" {
@@ -348,29 +352,29 @@ func whatIfWindow(evs []Event, cand Policy, ckptEvery time.Duration) WhatIfWindo
 			}
 			prevAt = e.OccurredAt.UnixNano()
 		}
-		if seen || slices.Contains(builtinChannels, name) || recorded == nil || slices.Contains(recorded.Channels, name) {
+		if seen || slices.Contains(policyview.BuiltinChannels, name) || recorded == nil || slices.Contains(recorded.Channels, name) {
 			// After the last observation: evidence the log does not hold,
 			// dated (at the evidence clock's resolution) after it.
-			k.gaps = append(k.gaps, [3]int64{max(prevLast, tailFrom, prevAt-int64(evidenceResolution)), 1<<63 - 1, prevAt})
+			k.gaps = append(k.gaps, [3]int64{max(prevLast, tailFrom, prevAt-int64(policyview.EvidenceResolution)), 1<<63 - 1, prevAt})
 		}
 	}
 
 	// Decisions the evidence rules do not derive.
-	var ext []whatIfExternal
+	var ext []external
 	var recLimits decide.Limits
 	if recorded != nil {
-		recLimits = recorded.limits()
+		recLimits = policyview.Limits(*recorded)
 	}
 	if l.ChildWaitCeiling > 0 {
 		if recorded != nil && recLimits.ChildWaitCeiling == l.ChildWaitCeiling {
 			for _, d := range w.Recorded {
-				if d.Rule == ruleChildrenWait {
-					ext = append(ext, whatIfExternal{at: d.At, rule: d.Rule})
+				if d.Rule == "children_wait" {
+					ext = append(ext, external{at: d.At, rule: d.Rule})
 					break
 				}
 			}
 		} else {
-			ext = append(ext, whatIfExternal{at: opening.WindowStartedAt.Add(l.ChildWaitCeiling).Add(time.Nanosecond).UTC(),
+			ext = append(ext, external{at: opening.WindowStartedAt.Add(l.ChildWaitCeiling).Add(time.Nanosecond).UTC(),
 				why: "the children wait could exceed the candidate's ceiling from here, and the log records the waits only against the recorded ceiling"})
 		}
 	}
@@ -378,16 +382,16 @@ func whatIfWindow(evs []Event, cand Policy, ckptEvery time.Duration) WhatIfWindo
 		same := recorded != nil && slices.Contains(recorded.LivenessRules, rule) &&
 			recLimits.SettleChecks == l.SettleChecks && recLimits.SettleInterval == l.SettleInterval
 		for _, e := range evs[:end+1] {
-			if e.Rule != rule || (e.Kind != KindDecision && e.Kind != KindVerdict) {
+			if e.Rule != rule || (e.Kind != watchdog.KindDecision && e.Kind != watchdog.KindVerdict) {
 				continue
 			}
 			if !same {
-				ext = append(ext, whatIfExternal{at: e.OccurredAt.UTC(),
+				ext = append(ext, external{at: e.OccurredAt.UTC(),
 					why: fmt.Sprintf("the liveness rule %q observed staleness here, and the log holds its observations only under the recorded settle limits", rule)})
 				break
 			}
-			if e.Kind == KindDecision {
-				ext = append(ext, whatIfExternal{at: e.OccurredAt.UTC(), rule: rule})
+			if e.Kind == watchdog.KindDecision {
+				ext = append(ext, external{at: e.OccurredAt.UTC(), rule: rule})
 			}
 		}
 	}
@@ -405,7 +409,7 @@ func whatIfWindow(evs []Event, cand Policy, ckptEvery time.Duration) WhatIfWindo
 	}
 	floor := opening.OccurredAt.UnixNano()
 	undetermined := func(at time.Time, why string) {
-		w.Outcome, w.DecidedUntil, w.Undetermined = WhatIfUndetermined, at, why
+		w.Outcome, w.DecidedUntil, w.Undetermined = Undetermined, at, why
 	}
 	decided := false
 	t := opening.OccurredAt.UTC()
@@ -417,13 +421,13 @@ func whatIfWindow(evs []Event, cand Policy, ckptEvery time.Duration) WhatIfWindo
 				undetermined(x.at, x.why)
 				break
 			}
-			mode := cand.modeOf(x.rule)
-			w.Candidate = append(w.Candidate, WhatIfDecision{At: x.at, Rule: x.rule, Mode: mode})
-			if mode == ModeAct {
+			mode := watchdog.Mode(policyview.RuleMode(cand, x.rule))
+			w.Candidate = append(w.Candidate, Decision{At: x.at, Rule: x.rule, Mode: mode})
+			if mode == watchdog.ModeAct {
 				w.DecidedUntil, decided = x.at, true
 				break
 			}
-			if r, ok := ruleByName[x.rule]; ok {
+			if r, ok := policyview.RuleByName[x.rule]; ok {
 				sn.State.Advised = sn.State.Advised.With(r)
 			}
 			continue
@@ -448,10 +452,10 @@ func whatIfWindow(evs []Event, cand Policy, ckptEvery time.Duration) WhatIfWindo
 		sn.State = v.State
 		switch v.Action {
 		case decide.Act:
-			w.Candidate = append(w.Candidate, WhatIfDecision{At: t, Rule: ruleNames[v.Rule], Mode: ModeAct})
+			w.Candidate = append(w.Candidate, Decision{At: t, Rule: policyview.RuleNames[v.Rule], Mode: watchdog.ModeAct})
 			w.DecidedUntil, decided = t, true
 		case decide.Advise:
-			w.Candidate = append(w.Candidate, WhatIfDecision{At: t, Rule: ruleNames[v.Rule], Mode: ModeShadow})
+			w.Candidate = append(w.Candidate, Decision{At: t, Rule: policyview.RuleNames[v.Rule], Mode: watchdog.ModeShadow})
 			sn.State.Advised = sn.State.Advised.With(v.Rule)
 			continue // decide again at the same instant, as the Watchdog does
 		default:
@@ -466,7 +470,7 @@ func whatIfWindow(evs []Event, cand Policy, ckptEvery time.Duration) WhatIfWindo
 	}
 
 	// Compare the first decisions.
-	var rec, can *WhatIfDecision
+	var rec, can *Decision
 	if len(w.Recorded) > 0 {
 		rec = &w.Recorded[0]
 	}
@@ -475,37 +479,37 @@ func whatIfWindow(evs []Event, cand Policy, ckptEvery time.Duration) WhatIfWindo
 	}
 	switch {
 	case can != nil && (rec == nil || can.At.Before(rec.At)):
-		w.Outcome = WhatIfEarlier
+		w.Outcome = Earlier
 	case can != nil && can.At.Equal(rec.At):
-		w.Outcome = WhatIfUnchanged
+		w.Outcome = Unchanged
 	case can != nil:
-		w.Outcome = WhatIfLater
+		w.Outcome = Later
 	case decided && rec == nil:
-		w.Outcome = WhatIfUnchanged
-	case decided && rec.Mode == ModeShadow:
-		w.Outcome = WhatIfNever // the window went on to its end
+		w.Outcome = Unchanged
+	case decided && rec.Mode == watchdog.ModeShadow:
+		w.Outcome = Never // the window went on to its end
 	case decided, rec != nil && rec.At.Before(w.DecidedUntil):
 		// Not by the recorded decision, proved even where the log
 		// cannot decide the rest.
-		w.Outcome = WhatIfLater
+		w.Outcome = Later
 	default:
-		w.Outcome = WhatIfUndetermined
+		w.Outcome = Undetermined
 	}
-	if w.Outcome != WhatIfUndetermined {
+	if w.Outcome != Undetermined {
 		w.Undetermined = ""
 	}
 
 	// The decisions that change, up to where both are known.
 	horizon := w.DecidedUntil
-	inCand := func(d WhatIfDecision) bool { return slices.Contains(w.Candidate, d) }
+	inCand := func(d Decision) bool { return slices.Contains(w.Candidate, d) }
 	for _, d := range w.Recorded {
 		if !d.At.After(horizon) && !inCand(d) {
-			w.Changes = append(w.Changes, WhatIfChange{At: d.At, Rule: d.Rule, Recorded: d.Mode})
+			w.Changes = append(w.Changes, Change{At: d.At, Rule: d.Rule, Recorded: d.Mode})
 		}
 	}
 	for _, d := range w.Candidate {
 		if !slices.Contains(w.Recorded, d) {
-			w.Changes = append(w.Changes, WhatIfChange{At: d.At, Rule: d.Rule, Candidate: d.Mode})
+			w.Changes = append(w.Changes, Change{At: d.At, Rule: d.Rule, Candidate: d.Mode})
 		}
 	}
 	sort.SliceStable(w.Changes, func(i, j int) bool { return w.Changes[i].At.Before(w.Changes[j].At) })
