@@ -113,7 +113,9 @@ func (r *release) readModule(dir string) (*module, error) {
 	}
 	var gm struct {
 		Module  struct{ Path string }
-		Replace []struct{ Old, New struct{ Path, Version string } }
+		Replace []struct {
+			Old, New struct{ Path, Version string }
+		}
 	}
 	if err := json.Unmarshal([]byte(out), &gm); err != nil {
 		return nil, fmt.Errorf("%s/go.mod: %w", dir, err)
