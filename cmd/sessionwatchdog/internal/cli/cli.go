@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -52,6 +53,7 @@ Commands:
   whatif    re-run the log under a candidate policy: the decisions that
             change, the windows stopped earlier, later or never, the likely
             false stops, and what the log cannot decide
+  version   print the command's version and the library's it was built with
   help      show help for a command: sessionwatchdog help inspect
 
 An event log is JSON Lines: one event per line, as the watchdog file store
@@ -215,6 +217,9 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runVerify(rest, stdin, stdout, stderr)
 	case "whatif":
 		return runWhatIf(rest, stdin, stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, version())
+		return ExitOK
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && rest[0] == "inspect" {
 			return runInspect([]string{"--help"}, stdin, stdout, stderr)
@@ -606,4 +611,24 @@ func parse(fs *flag.FlagSet, args []string, help string, stdout, stderr io.Write
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// version is the command's module version and the library's, from the
+// build information: "v0.1.0" once installed with go install ...@v0.1.0,
+// "(devel)" when built from a checkout.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "sessionwatchdog (unknown version)"
+	}
+	lib := "(devel)"
+	for _, d := range bi.Deps {
+		if d.Path == "github.com/sessionwatchdog/watchdog" {
+			lib = d.Version
+			if d.Replace != nil {
+				lib = "(devel, " + d.Replace.Path + ")"
+			}
+		}
+	}
+	return fmt.Sprintf("sessionwatchdog %s, library %s, %s", bi.Main.Version, lib, bi.GoVersion)
 }

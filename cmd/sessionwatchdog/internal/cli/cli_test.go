@@ -134,6 +134,7 @@ func TestExitCodesAndErrors(t *testing.T) {
 	}{
 		{"no command", nil, ExitUsage, "", "Usage:", true},
 		{"help", []string{"help"}, ExitOK, "Exit codes:", "", false},
+		{"version", []string{"version"}, ExitOK, "library (devel", "", false},
 		{"--help", []string{"--help"}, ExitOK, "Examples:", "", false},
 		{"help inspect", []string{"help", "inspect"}, ExitOK, "-session", "", false},
 		{"inspect --help", []string{"inspect", "--help"}, ExitOK, "sessionwatchdog inspect --html report.html", "", false},
