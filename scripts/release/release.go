@@ -369,7 +369,8 @@ func (r *release) goEnv() []string {
 			root = m.path
 		}
 	}
-	return append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY="+r.proxy, "GONOSUMDB="+root, "GOPRIVATE=", "GONOPROXY=")
+	return append(os.Environ(), "GOWORK=off", "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"), "GOPROXY="+r.proxy,
+		"GONOSUMDB="+root, "GOPRIVATE=", "GONOPROXY=")
 }
 
 func (r *release) git(args ...string) (string, error) {

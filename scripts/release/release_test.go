@@ -27,6 +27,14 @@ func TestReleaseTagsModulesThatGoInstallAccepts(t *testing.T) {
 	for _, kv := range [][2]string{{"user.email", "release@example.com"}, {"user.name", "release"}, {"commit.gpgsign", "false"}, {"tag.gpgsign", "false"}} {
 		run(t, repo, nil, "git", "config", kv[0], kv[1])
 	}
+	// A module cache of its own, so that no earlier run's v0.1.0 is
+	// reused, filled from the shared one's downloads (a module proxy's
+	// layout) before the network.
+	shared := strings.TrimSpace(run(t, ".", nil, "go", "env", "GOMODCACHE"))
+	goproxy := strings.TrimSpace(run(t, ".", nil, "go", "env", "GOPROXY"))
+	t.Setenv("GOMODCACHE", filepath.Join(t.TempDir(), "modcache"))
+	t.Setenv("GOPROXY", "file://"+filepath.ToSlash(filepath.Join(shared, "cache", "download"))+","+goproxy)
+	t.Setenv("GOFLAGS", "-modcacherw") // so that the test's temporary directory can be removed
 	proxy := filepath.Join(t.TempDir(), "proxy")
 	r, err := newRelease(repo, version, "", proxy)
 	if err != nil {
@@ -54,7 +62,7 @@ func TestReleaseTagsModulesThatGoInstallAccepts(t *testing.T) {
 	}
 
 	gobin := t.TempDir()
-	env := append(os.Environ(), "GOBIN="+gobin, "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY="+r.proxy,
+	env := append(os.Environ(), "GOBIN="+gobin, "GOWORK=off", "GOFLAGS=-mod=mod -modcacherw", "GOPROXY="+r.proxy,
 		"GONOSUMDB=github.com/sessionwatchdog/watchdog", "GOPRIVATE=", "GONOPROXY=")
 	run(t, t.TempDir(), env, "go", "install", "github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog@"+version)
 	if out := run(t, ".", nil, filepath.Join(gobin, "sessionwatchdog"), "version"); !strings.Contains(out, "sessionwatchdog "+version+", library "+version) {
