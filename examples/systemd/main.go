@@ -8,8 +8,8 @@
 // after w.Check(ctx) returned nil within half of that interval. Check is a
 // round trip through the Watchdog's scheduler goroutine, its action
 // goroutines and its recorder, so a ping means that every verdict due has
-// been decided and applied and every event due has been handed to the
-// store. A wedged scheduler, or a store whose Append hangs, withholds the
+// been decided and applied and the recording of every event due has been
+// attempted. A wedged scheduler, or a store whose Append hangs, withholds the
 // ping, and systemd restarts the process once WatchdogSec passes without
 // one; a Close (the Watchdog is gone) ends the pings for good. The sessions
 // left open by the dead process stay resumable: the next process calls
@@ -23,8 +23,8 @@
 //	WatchdogSec=30s
 //	Restart=on-failure
 //
-// The sd_notify client is the twenty lines of sdnotify.go: NOTIFY_SOCKET,
-// WATCHDOG_USEC and WATCHDOG_PID, standard library only. Run it with
+// The sd_notify client is sdnotify.go: NOTIFY_SOCKET, WATCHDOG_USEC and
+// WATCHDOG_PID, standard library only. Run it with
 // `go run ./examples/systemd`; outside systemd (NOTIFY_SOCKET unset) it
 // says so and runs its session without pings; -for sets the session's
 // budget (2 s by default).
