@@ -125,7 +125,7 @@ type marker struct {
 	X, Y   float64
 	Shape  string // "circle", "diamond", "triangle", "square", "cross"
 	Class  string
-	Label  string // drawn under the marker when non-empty, shortened
+	Label  string  // drawn under the marker when non-empty, shortened
 	LabelX float64 // the label's left edge
 	LabelY float64 // its baseline
 	LabelW float64 // its width (textLength)
@@ -133,7 +133,7 @@ type marker struct {
 	// to its label.
 	LeaderY1, LeaderY2 float64
 	Title              string
-	Row    string
+	Row                string
 }
 
 type row struct {
