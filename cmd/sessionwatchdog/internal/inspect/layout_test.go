@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -138,6 +139,37 @@ func TestChartLabelsNeverOverlap(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Whatever a log holds, no two texts of a chart meet and none leaves it.
+func FuzzChartLabelsNeverOverlap(f *testing.F) {
+	for _, evs := range [][]watchdog.Event{crowdedEvents(12), load(f, "sessions.jsonl"), load(f, "actions.jsonl")} {
+		b, err := json.Marshal(evs)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var evs []watchdog.Event
+		if json.Unmarshal(b, &evs) != nil {
+			return
+		}
+		for i, s := range Build(evs, Filter{}).Sessions {
+			h := chartOf(i, s)
+			boxes := textBoxes(h)
+			for j, a := range boxes {
+				if a.left < 0 || a.right > h.Width || a.top < 0 || a.bottom > h.Height {
+					t.Fatalf("%.40q at %g..%g x %g..%g leaves the %gx%g chart", a.what, a.left, a.right, a.top, a.bottom, h.Width, h.Height)
+				}
+				for _, o := range boxes[:j] {
+					if a.meets(o) {
+						t.Fatalf("%.40q (%g..%g, %g..%g) meets %.40q (%g..%g, %g..%g)", a.what, a.left, a.right, a.top, a.bottom, o.what, o.left, o.right, o.top, o.bottom)
+					}
+				}
+			}
+		}
+	})
 }
 
 func hasMarkerLabel(h htmlSession, label string) bool {
