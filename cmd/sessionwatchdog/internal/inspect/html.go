@@ -52,7 +52,11 @@ func shorten(s string, max int) (string, bool) {
 // Each session gets a chart (a lane per evidence channel with its evidence
 // marks, the idle window and the wall-clock budget and ceilings as bands,
 // verdicts, decisions and outcomes as markers) and its timeline as a table.
-// source names the log in the page's title.
+// No two texts of a chart overlap, whatever the log holds: labels are laid
+// out in rows (layout.go), and those without room are left off the chart
+// and counted under it (every event keeps its marker's hover title and its
+// table row). The same report always gives the same bytes. source names
+// the log in the page's title.
 func WriteHTML(w io.Writer, r Report, source string) error {
 	page := htmlPage{Source: source}
 	for i, s := range r.Sessions {
@@ -202,7 +206,7 @@ func chartOf(idx int, s Session) htmlSession {
 	// under the events lane (see layout.go), in timeline order.
 	type placed struct {
 		text      string
-		left, row float64
+		left, row float64 // row as a number, to place it below the band's top
 		ok        bool
 	}
 	labels := make([]placed, len(s.Timeline))
@@ -599,7 +603,7 @@ tr.hl { background: #fff6d6; }
 {{end}}{{range $s.Markers}}{{if .Label}}<line class="leader" x1="{{.X}}" y1="{{.LeaderY1}}" x2="{{.X}}" y2="{{.LeaderY2}}"></line>
 {{end}}{{end}}{{range $s.Markers}}<g class="marker {{.Class}}" data-row="{{.Row}}"><title>{{.Title}}</title>{{if eq .Shape "circle"}}<circle cx="{{.X}}" cy="{{.Y}}" r="6"></circle>{{else if eq .Shape "diamond"}}<polygon points="{{diamond .X .Y}}"></polygon>{{else if eq .Shape "triangle"}}<polygon points="{{triangle .X .Y}}"></polygon>{{else if eq .Shape "square"}}<rect x="{{sub .X 6}}" y="{{sub .Y 6}}" width="12" height="12"></rect>{{else}}<path d="M{{sub .X 6}},{{sub .Y 6}} L{{add .X 6}},{{add .Y 6}} M{{add .X 6}},{{sub .Y 6}} L{{sub .X 6}},{{add .Y 6}}"></path>{{end}}{{if .Label}}<text x="{{.LabelX}}" y="{{.LabelY}}" textLength="{{.LabelW}}" lengthAdjust="spacingAndGlyphs" class="marker-label">{{.Label}}</text>{{end}}</g>
 {{end}}</svg>
-{{if $s.Unplaced}}<p class="meta unplaced">{{$s.Unplaced}} labels left off the chart for lack of room: hover over or click a marker, or read the table.</p>{{end}}
+{{if $s.Unplaced}}<p class="meta unplaced">{{if eq $s.Unplaced 1}}1 label{{else}}{{$s.Unplaced}} labels{{end}} left off the chart for lack of room: hover over or click a marker, or read the table.</p>{{end}}
 <table>
 <thead><tr><th class="mono">time (UTC)</th><th class="mono">offset</th><th>win</th><th>event</th><th>details</th><th>channel ages (* = active)</th></tr></thead>
 <tbody>
