@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	stdhtml "html"
 	"image"
 	"image/png"
@@ -15,12 +16,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sessionwatchdog/watchdog"
 )
 
 // chromium finds a headless-capable Chromium: $WATCHDOG_CHROMIUM, else
 // chromium, chromium-browser or google-chrome on PATH. Without one the test
-// is skipped, loudly, unless WATCHDOG_REQUIRE_CHROMIUM=1 (CI), where it
-// fails.
+// is skipped unless WATCHDOG_REQUIRE_CHROMIUM=1 (CI), where it fails; as go
+// test shows no skip without -v, scripts/test looks for the same browsers
+// and prints a "SKIP: headless-browser test" line when it finds none.
 func chromium(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("WATCHDOG_CHROMIUM"); p != "" {
@@ -321,6 +325,158 @@ func TestHTMLLongValuesNeitherWidenThePageNorHideTheFullValue(t *testing.T) {
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the rendered DOM lacks the full %s", what)
+		}
+	}
+}
+
+// overlapScript is appended by TestHTMLLabelsDoNotOverlapInHeadlessChromium
+// (never by the product) after the page's own script: it measures every
+// text of every chart as laid out and leaves, as JSON in
+// <body data-overlap>, how many it measured, each pair whose boxes
+// intersect, and each text that leaves its chart.
+const overlapScript = `<script>
+(function () {
+  "use strict";
+  var out = {texts: 0, labels: [], overlaps: [], outside: []};
+  var svgs = document.querySelectorAll("svg.chart");
+  for (var i = 0; i < svgs.length; i++) {
+    var s = svgs[i].getBoundingClientRect(), texts = svgs[i].querySelectorAll("text"), boxes = [];
+    for (var j = 0; j < texts.length; j++) {
+      var b = texts[j].getBoundingClientRect(), t = {text: texts[j].textContent, left: b.left, right: b.right, top: b.top, bottom: b.bottom};
+      boxes.push(t);
+      out.labels.push(t.text);
+      if (b.width <= 0 || b.height <= 0) { out.outside.push({a: t, why: "empty box"}); }
+      if (b.left < s.left || b.right > s.right || b.top < s.top || b.bottom > s.bottom) { out.outside.push({a: t, why: "outside its chart"}); }
+      for (var k = 0; k < j; k++) {
+        var o = boxes[k];
+        if (t.left < o.right && o.left < t.right && t.top < o.bottom && o.top < t.bottom) { out.overlaps.push({a: t, b: o}); }
+      }
+    }
+    out.texts += texts.length;
+  }
+  document.body.setAttribute("data-overlap", JSON.stringify(out));
+})();
+</script>
+</body>`
+
+type textBox struct {
+	Text                     string
+	Left, Right, Top, Bottom float64
+}
+
+func (b textBox) String() string {
+	return fmt.Sprintf("%.40q at x %.1f..%.1f, y %.1f..%.1f", b.Text, b.Left, b.Right, b.Top, b.Bottom)
+}
+
+// crowdedLog writes a log whose events crowd: a decision, its cancel and
+// five resumes within 250ms (the "DECISION act" over "resume" case),
+// windows whose budgets end 10ms apart, 200 events of every labelled kind
+// at one instant, a kind of 1,000 characters and one of hostile Unicode.
+func crowdedLog(t *testing.T, path string) {
+	t.Helper()
+	t0 := time.Date(2026, 5, 23, 9, 0, 0, 0, time.UTC)
+	p := watchdog.Policy{WallClock: 10 * time.Second, SessionCeiling: 30 * time.Second}
+	var buf bytes.Buffer
+	n := 0
+	add := func(e watchdog.Event) {
+		n++
+		e.ID, e.AggregateID, e.Seq, e.SessionStartedAt = fmt.Sprint("c-", n), "crowd", uint64(n), t0
+		b, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.Write(append(b, '\n'))
+	}
+	add(watchdog.Event{Kind: watchdog.KindStart, Window: 1, WindowStartedAt: t0, OccurredAt: t0, ConfiguredBudgetSeconds: 10, Policy: &p})
+	at := t0.Add(10 * time.Second)
+	add(watchdog.Event{Kind: watchdog.KindDecision, Mode: watchdog.ModeAct, Rule: "wall_clock", Window: 1, WindowStartedAt: t0, OccurredAt: at})
+	add(watchdog.Event{Kind: watchdog.KindCancel, Window: 1, WindowStartedAt: t0, OccurredAt: at.Add(time.Millisecond)})
+	for w := 2; w <= 6; w++ {
+		start := at.Add(200*time.Millisecond + time.Duration(w)*10*time.Millisecond)
+		add(watchdog.Event{Kind: watchdog.KindResume, Window: w, WindowStartedAt: start, OccurredAt: start, ConfiguredBudgetSeconds: 10, Policy: &p})
+	}
+	same := t0.Add(20 * time.Second)
+	kinds := []string{watchdog.KindDecision, watchdog.KindCancel, watchdog.KindRetry, watchdog.KindActionFailed,
+		watchdog.KindHandlerDeadline, watchdog.KindWaitTimeout, watchdog.KindSuperseded, "runtime.watchdog.future"}
+	for i := 0; i < 200; i++ {
+		add(watchdog.Event{Kind: kinds[i%len(kinds)], Mode: watchdog.ModeShadow, Layer: "tool", Window: 6, OccurredAt: same.Add(time.Duration(i%3) * time.Millisecond)})
+	}
+	add(watchdog.Event{Kind: "runtime." + strings.Repeat("W", 1000), Window: 1, OccurredAt: t0.Add(4 * time.Second)})
+	add(watchdog.Event{Kind: "runtime.\u202e\u0301\u0301\u0301\u0301x\u200b\u00adＷ😀﷽\U00012219\u0e47\u0e47\u0e47", Window: 1, OccurredAt: t0.Add(4 * time.Second)})
+	add(watchdog.Event{Kind: watchdog.KindStop, Window: 6, OccurredAt: t0.Add(35 * time.Second)})
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// In a real browser no two texts of a chart intersect, and none leaves its
+// chart: not on the generated logs, and not on a log of events crowded
+// together (a decision, cancel and resumes within 250ms, 200 events at one
+// instant, a very long and a hostile kind), at a wide and a narrow window.
+func TestHTMLLabelsDoNotOverlapInHeadlessChromium(t *testing.T) {
+	bin := chromium(t)
+	dir := t.TempDir()
+	crowded := filepath.Join(dir, "crowded.jsonl")
+	crowdedLog(t, crowded)
+	for _, log := range []string{data + "/sessions.jsonl", data + "/actions.jsonl", crowded} {
+		page := filepath.Join(dir, "report.html")
+		if code, _, errs := run(t, "", "inspect", "--html", page, log); code != ExitOK {
+			t.Fatalf("inspect --html %s: exit %d: %s", log, code, errs)
+		}
+		html, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Count(html, []byte("</body>")) != 1 {
+			t.Fatal("the page has no single </body> to put the measuring script before")
+		}
+		measured := filepath.Join(dir, "measured.html")
+		if err := os.WriteFile(measured, bytes.Replace(html, []byte("</body>"), []byte(overlapScript), 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, width := range []int{1100, 600} {
+			dom := string(runChromium(t, bin, fmt.Sprintf("--window-size=%d,1400", width), "--dump-dom", "file://"+measured))
+			m := regexp.MustCompile(`data-overlap="([^"]*)"`).FindStringSubmatch(dom)
+			if m == nil {
+				t.Fatalf("%s: the measuring script left no data-overlap; DOM:\n%.2000s", log, dom)
+			}
+			var got struct {
+				Texts    int
+				Labels   []string
+				Overlaps []struct{ A, B textBox }
+				Outside  []struct {
+					A   textBox
+					Why string
+				}
+			}
+			if err := json.Unmarshal([]byte(stdhtml.UnescapeString(m[1])), &got); err != nil {
+				t.Fatalf("data-overlap: %v: %.500s", err, m[1])
+			}
+			t.Logf("%s at %dpx: %d texts, %d overlapping pairs, %d outside", filepath.Base(log), width, got.Texts, len(got.Overlaps), len(got.Outside))
+			for i, o := range got.Overlaps {
+				if i == 10 {
+					t.Errorf("%s at %dpx: and %d more overlapping pairs", filepath.Base(log), width, len(got.Overlaps)-i)
+					break
+				}
+				t.Errorf("%s at %dpx: %v overlaps %v", filepath.Base(log), width, o.A, o.B)
+			}
+			for _, o := range got.Outside {
+				t.Errorf("%s at %dpx: %v: %s", filepath.Base(log), width, o.A, o.Why)
+			}
+			if log == crowded {
+				labels := strings.Join(got.Labels, "\n") + "\n"
+				for _, want := range []string{"DECISION act\n", "cancel\n", "resume\n", "stop\n", "w2 budget\n", "session ceiling\n", "WWWWWWWW"} {
+					if !strings.Contains(labels, want) {
+						t.Errorf("the crowded chart lacks the label %q", want)
+					}
+				}
+				if !strings.Contains(labels, "?????x??") {
+					t.Errorf("the crowded chart lacks the hostile kind's label, its odd characters as ?")
+				}
+				if !strings.Contains(dom, "labels left off the chart for lack of room") {
+					t.Error("the crowded page does not say that labels were left off")
+				}
+			}
 		}
 	}
 }

@@ -52,7 +52,11 @@ func shorten(s string, max int) (string, bool) {
 // Each session gets a chart (a lane per evidence channel with its evidence
 // marks, the idle window and the wall-clock budget and ceilings as bands,
 // verdicts, decisions and outcomes as markers) and its timeline as a table.
-// source names the log in the page's title.
+// No two texts of a chart overlap, whatever the log holds: labels are laid
+// out in rows (layout.go), and those without room are left off the chart
+// and counted under it (every event keeps its marker's hover title and its
+// table row). The same report always gives the same bytes. source names
+// the log in the page's title.
 func WriteHTML(w io.Writer, r Report, source string) error {
 	page := htmlPage{Source: source}
 	for i, s := range r.Sessions {
@@ -83,11 +87,14 @@ type htmlSession struct {
 	Markers  []marker
 	Rows     []row
 	Channels string
+	Unplaced int // marker and line labels left off the chart for lack of room
 }
 
 type tick struct {
-	X     float64
-	Label string
+	X      float64
+	Label  string // empty when it would come too close to the tick before
+	LabelX float64
+	LabelW float64
 }
 
 type lane struct {
@@ -107,7 +114,10 @@ type vline struct {
 	X, Y1, Y2 float64
 	Class     string
 	Title     string
-	Label     string
+	Label     string // empty when left off the chart for lack of room
+	LabelX    float64
+	LabelY    float64
+	LabelW    float64
 }
 
 type mark struct {
@@ -119,11 +129,15 @@ type marker struct {
 	X, Y   float64
 	Shape  string // "circle", "diamond", "triangle", "square", "cross"
 	Class  string
-	Label  string // drawn under the marker when non-empty, shortened
-	LabelX float64
-	LabelY float64
-	Title  string
-	Row    string
+	Label  string  // drawn under the marker when non-empty, shortened
+	LabelX float64 // the label's left edge
+	LabelY float64 // its baseline
+	LabelW float64 // its width (textLength)
+	// LeaderY1 and LeaderY2 are the ends of the line from the marker down
+	// to its label.
+	LeaderY1, LeaderY2 float64
+	Title              string
+	Row                string
 }
 
 type row struct {
@@ -188,6 +202,30 @@ func chartOf(idx int, s Session) htmlSession {
 	}
 	inDomain := func(t time.Time) bool { return !t.Before(t0) && !t.After(t1) }
 
+	// Marker labels: every event but a verdict gets one, in a band of rows
+	// under the events lane (see layout.go), in timeline order.
+	type placed struct {
+		text      string
+		left, row float64 // row as a number, to place it below the band's top
+		ok        bool
+	}
+	labels := make([]placed, len(s.Timeline))
+	markerRows := rowPlacer{minX: 2, maxX: chartWidth - 2, maxRows: markerLabelRows}
+	for j, en := range s.Timeline {
+		if en.Event.Kind == watchdog.KindVerdict {
+			continue
+		}
+		text := chartText(en.Label, markerLabelMax)
+		w, ax := labelWidth(text), x(en.Event.OccurredAt)
+		// Centred under the marker, else starting or ending at it.
+		if left, r, ok := markerRows.place(w, ax-w/2, ax-4, ax-w+4); ok {
+			labels[j] = placed{text: text, left: left, row: float64(r), ok: true}
+		} else if text != "" {
+			h.Unplaced++
+		}
+	}
+	labelBand := markerRows.bandHeight()
+
 	// Lanes: events, budgets, then one per channel.
 	names := []string{"events", "budget"}
 	classes := []string{"lane-events", "lane-budget"}
@@ -198,6 +236,9 @@ func chartOf(idx int, s Session) htmlSession {
 	laneY := map[string]float64{}
 	for i, n := range names {
 		y := axisHeight + float64(i)*laneHeight
+		if i > 0 {
+			y += labelBand
+		}
 		l := lane{Y: y, Mid: y + laneHeight/2, Name: n, Class: classes[i]}
 		if short, cut := shorten(n, laneNameMax); cut {
 			l.Name, l.Full = short, n
@@ -205,7 +246,7 @@ func chartOf(idx int, s Session) htmlSession {
 		h.Lanes = append(h.Lanes, l)
 		laneY[n] = y
 	}
-	h.Height = axisHeight + float64(len(names))*laneHeight + 8
+	h.Height = axisHeight + float64(len(names))*laneHeight + labelBand + 8
 	bottom := h.Height - 8
 
 	// Axis ticks, labelled as offsets from the session's start.
@@ -219,8 +260,19 @@ func chartOf(idx int, s Session) htmlSession {
 		tickOrigin = t0 // the session start is far away: ticks from the domain's start
 	}
 	first := tickOrigin.Add(time.Duration(math.Ceil(float64(t0.Sub(tickOrigin))/float64(step))) * step)
+	lastTickRight := math.Inf(-1)
 	for t, n := first, 0; !t.After(t1) && n < 100; t, n = t.Add(step), n+1 {
-		h.Ticks = append(h.Ticks, tick{X: x(t), Label: "+" + secs(t.Sub(origin).Seconds())})
+		tk := tick{X: x(t), Label: "+" + secs(t.Sub(origin).Seconds())}
+		// Centred on the tick inside the chart; left off when it would
+		// come too close to the label before.
+		tk.LabelW = labelWidth(tk.Label)
+		tk.LabelX = round2(math.Max(2+tk.LabelW/2, math.Min(chartWidth-2-tk.LabelW/2, tk.X)))
+		if tk.LabelX-tk.LabelW/2 < lastTickRight+labelGap {
+			tk.Label = ""
+		} else {
+			lastTickRight = tk.LabelX + tk.LabelW/2
+		}
+		h.Ticks = append(h.Ticks, tk)
 	}
 
 	// The wall-clock budget of every window, and the ceilings.
@@ -338,34 +390,17 @@ func chartOf(idx int, s Session) htmlSession {
 
 	// Markers and table rows.
 	ey := laneY["events"] + laneHeight/2
-	// Labels go under their marker, or above it when the label before
-	// would overlap: closer than 75 units, or than their half widths.
-	lastLabelX := [2]float64{math.Inf(-1), math.Inf(-1)}
-	lastHalf := [2]float64{}
-	labelY := [2]float64{ey + 17, ey - 9}
+	bandTop := laneY["events"] + laneHeight + 2
 	for j, en := range s.Timeline {
 		e := en.Event
 		rowID := fmt.Sprintf("ev-%d-%d", idx, j)
 		shape, class := markerStyle(en)
 		m := marker{X: x(e.OccurredAt), Y: ey, Shape: shape, Class: class, Row: rowID,
 			Title: fmt.Sprintf("%s at %s: %s", en.Label, stamp(e.OccurredAt), en.Summary)}
-		if e.Kind != watchdog.KindVerdict {
-			m.Label, _ = shorten(en.Label, markerLabelMax)
-			// Centred under the marker, but kept inside the chart.
-			half := float64(utf8.RuneCountInString(m.Label)) * 10 * monoAdvance / 2
-			m.LabelX = round2(math.Max(half+2, math.Min(chartWidth-half-2, m.X)))
-			tooClose := func(slot int) bool {
-				return m.LabelX-lastLabelX[slot] < math.Max(75, half+lastHalf[slot]+6)
-			}
-			slot := 0
-			if tooClose(0) {
-				slot = 1
-				if tooClose(1) {
-					slot = 0
-				}
-			}
-			lastLabelX[slot], lastHalf[slot] = m.LabelX, half
-			m.LabelY = labelY[slot]
+		if p := labels[j]; p.ok {
+			top := bandTop + p.row*labelRowH
+			m.Label, m.LabelX, m.LabelY, m.LabelW = p.text, p.left, top+labelBaseline, labelWidth(p.text)
+			m.LeaderY1, m.LeaderY2 = ey+7, top+1
 		}
 		h.Markers = append(h.Markers, m)
 		h.Rows = append(h.Rows, row{
@@ -373,6 +408,37 @@ func chartOf(idx int, s Session) htmlSession {
 			Window: e.Window, Label: en.Label, Long: utf8.RuneCountInString(en.Label) > tableLabelMax, Class: class, Summary: en.Summary, Ages: agesOrEmpty(en),
 		})
 	}
+
+	// Line labels: in a band of rows under the lanes, left to right, each
+	// just right of its line, else just left of it; the line runs down to
+	// its label's row.
+	order := make([]int, len(h.Lines))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return h.Lines[order[a]].X < h.Lines[order[b]].X })
+	lineRows := rowPlacer{minX: 2, maxX: chartWidth - 2, maxRows: lineLabelRows}
+	rowOf := make([]int, len(h.Lines))
+	for _, i := range order {
+		l := &h.Lines[i]
+		l.LabelW = labelWidth(l.Label)
+		left, r, ok := lineRows.place(l.LabelW, l.X+3, l.X-3-l.LabelW)
+		if !ok {
+			if l.Label != "" {
+				h.Unplaced++
+			}
+			l.Label = ""
+			continue
+		}
+		l.LabelX, rowOf[i] = left, r
+	}
+	for i := range h.Lines {
+		if l := &h.Lines[i]; l.Label != "" {
+			top := bottom + 2 + float64(rowOf[i])*labelRowH
+			l.LabelY, l.Y2 = top+labelBaseline, top+labelRowH-2
+		}
+	}
+	h.Height += lineRows.bandHeight()
 	return h
 }
 
@@ -481,10 +547,11 @@ svg.chart { width: 100%; max-width: 1000px; height: auto; border: 1px solid #d9d
 .overdue { fill: #fbd3cf; stroke: #e49189; }
 .deadline { stroke: #3b6fc4; stroke-dasharray: 4 3; }
 .ceiling { stroke: #8a2a9b; stroke-dasharray: 6 3; }
-.vlabel { font: 10px ui-monospace, monospace; fill: #3b4a66; }
+.vlabel { font: 10px ui-monospace, monospace; fill: #3b4a66; paint-order: stroke; stroke: #fbfcfe; stroke-width: 3px; stroke-linejoin: round; }
+.leader { stroke: #aab2bf; stroke-width: 1; }
 .mark { fill: #2f855a; }
 .marker { cursor: pointer; }
-.marker text { font: 10px ui-monospace, monospace; fill: #1d2330; stroke: none; }
+.marker text { font: 10px ui-monospace, monospace; fill: #1d2330; paint-order: stroke; stroke: #fbfcfe; stroke-width: 3px; stroke-linejoin: round; }
 .k-start { fill: #3b6fc4; } .k-continue { fill: #38a169; } .k-stale { fill: #dd8f1d; }
 .k-decision { fill: #c53030; } .k-shadow { fill: #8a2a9b; } .k-cancel { stroke: #9b1c1c; stroke-width: 3; fill: #9b1c1c; }
 .k-stop { fill: #6b7382; } .k-superseded { fill: #fff; stroke: #6b7382; stroke-width: 2; } .k-failed { fill: #ed8936; }
@@ -528,13 +595,15 @@ tr.hl { background: #fff6d6; }
 <h2>session {{$s.ID}}</h2>
 <p class="meta">started {{$s.Started}}; channels: {{$s.Channels}}; ended {{$s.Final}}</p>
 <svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {{$s.Width}} {{$s.Height}}" role="img" aria-label="timeline of session {{$s.ID}}">
-{{range $s.Ticks}}<g class="tick"><line x1="{{.X}}" y1="18" x2="{{.X}}" y2="{{sub $s.Height 8}}"></line><text x="{{.X}}" y="13" text-anchor="middle">{{.Label}}</text></g>
+{{range $s.Ticks}}<g class="tick"><line x1="{{.X}}" y1="18" x2="{{.X}}" y2="{{sub $s.Height 8}}"></line>{{if .Label}}<text x="{{.LabelX}}" y="13" text-anchor="middle" textLength="{{.LabelW}}" lengthAdjust="spacingAndGlyphs">{{.Label}}</text>{{end}}</g>
 {{end}}{{range $s.Lanes}}<line class="lane-sep" x1="0" y1="{{.Y}}" x2="{{$s.Width}}" y2="{{.Y}}"></line><text class="lane-label {{.Class}}" x="6" y="{{add .Mid 4}}">{{if .Full}}<title>{{.Full}}</title>{{end}}{{.Name}}</text>
 {{end}}{{range $s.Bands}}<rect class="{{.Class}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" rx="2"><title>{{.Title}}</title></rect>
-{{end}}{{range $s.Lines}}<g><line class="{{.Class}}" x1="{{.X}}" y1="{{.Y1}}" x2="{{.X}}" y2="{{.Y2}}"></line><text class="vlabel" x="{{add .X 3}}" y="{{sub .Y2 4}}">{{.Label}}</text><title>{{.Title}}</title></g>
+{{end}}{{range $s.Lines}}<g><line class="{{.Class}}" x1="{{.X}}" y1="{{.Y1}}" x2="{{.X}}" y2="{{.Y2}}"></line>{{if .Label}}<text class="vlabel" x="{{.LabelX}}" y="{{.LabelY}}" textLength="{{.LabelW}}" lengthAdjust="spacingAndGlyphs">{{.Label}}</text>{{end}}<title>{{.Title}}</title></g>
 {{end}}{{range $s.Marks}}<circle class="mark" cx="{{.X}}" cy="{{.Y}}" r="4"><title>{{.Title}}</title></circle>
-{{end}}{{range $s.Markers}}<g class="marker {{.Class}}" data-row="{{.Row}}"><title>{{.Title}}</title>{{if eq .Shape "circle"}}<circle cx="{{.X}}" cy="{{.Y}}" r="6"></circle>{{else if eq .Shape "diamond"}}<polygon points="{{diamond .X .Y}}"></polygon>{{else if eq .Shape "triangle"}}<polygon points="{{triangle .X .Y}}"></polygon>{{else if eq .Shape "square"}}<rect x="{{sub .X 6}}" y="{{sub .Y 6}}" width="12" height="12"></rect>{{else}}<path d="M{{sub .X 6}},{{sub .Y 6}} L{{add .X 6}},{{add .Y 6}} M{{add .X 6}},{{sub .Y 6}} L{{sub .X 6}},{{add .Y 6}}"></path>{{end}}{{if .Label}}<text x="{{.LabelX}}" y="{{.LabelY}}" text-anchor="middle" class="marker-label">{{.Label}}</text>{{end}}</g>
+{{end}}{{range $s.Markers}}{{if .Label}}<line class="leader" x1="{{.X}}" y1="{{.LeaderY1}}" x2="{{.X}}" y2="{{.LeaderY2}}"></line>
+{{end}}{{end}}{{range $s.Markers}}<g class="marker {{.Class}}" data-row="{{.Row}}"><title>{{.Title}}</title>{{if eq .Shape "circle"}}<circle cx="{{.X}}" cy="{{.Y}}" r="6"></circle>{{else if eq .Shape "diamond"}}<polygon points="{{diamond .X .Y}}"></polygon>{{else if eq .Shape "triangle"}}<polygon points="{{triangle .X .Y}}"></polygon>{{else if eq .Shape "square"}}<rect x="{{sub .X 6}}" y="{{sub .Y 6}}" width="12" height="12"></rect>{{else}}<path d="M{{sub .X 6}},{{sub .Y 6}} L{{add .X 6}},{{add .Y 6}} M{{add .X 6}},{{sub .Y 6}} L{{sub .X 6}},{{add .Y 6}}"></path>{{end}}{{if .Label}}<text x="{{.LabelX}}" y="{{.LabelY}}" textLength="{{.LabelW}}" lengthAdjust="spacingAndGlyphs" class="marker-label">{{.Label}}</text>{{end}}</g>
 {{end}}</svg>
+{{if $s.Unplaced}}<p class="meta unplaced">{{if eq $s.Unplaced 1}}1 label{{else}}{{$s.Unplaced}} labels{{end}} left off the chart for lack of room: hover over or click a marker, or read the table.</p>{{end}}
 <table>
 <thead><tr><th class="mono">time (UTC)</th><th class="mono">offset</th><th>win</th><th>event</th><th>details</th><th>channel ages (* = active)</th></tr></thead>
 <tbody>
