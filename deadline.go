@@ -2,7 +2,6 @@ package watchdog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -30,38 +29,6 @@ const (
 const defaultHandlerGrace = 5 * time.Second
 
 // layer is one deadline layer in flight.
-// CallInFlight is a handler that was running at a verdict (see
-// Event.CallsInFlight): its name and layer, when it started, its cap and
-// idle limit (zero: none), and its last progress (Progress) with when it
-// advanced (zero: none).
-type CallInFlight struct {
-	Name          string    `json:"name"`
-	Layer         Layer     `json:"layer"`
-	StartedAt     time.Time `json:"started_at"`
-	BudgetSeconds float64   `json:"budget_seconds"`
-	IdleSeconds   float64   `json:"idle_seconds,omitempty"`
-	Progress      uint64    `json:"progress,omitempty"`
-	ProgressAt    time.Time `json:"progress_at,omitzero"`
-}
-
-// callsLocked lists s's running handlers, for a verdict's record; nil if
-// none. Called with w.mu held.
-func (s *Session) callsLocked() []CallInFlight {
-	if s.rare == nil || len(s.rare.bounded) == 0 {
-		return nil
-	}
-	out := make([]CallInFlight, len(s.rare.bounded))
-	for i, l := range s.rare.bounded {
-		c := CallInFlight{Name: l.name, Layer: l.kind, StartedAt: l.started.UTC(), BudgetSeconds: l.budget.Seconds(),
-			IdleSeconds: l.idle.Seconds(), Progress: l.prog.Load()}
-		if l.progAt.Load() > 0 {
-			c.ProgressAt = l.idleRef().UTC()
-		}
-		out[i] = c
-	}
-	return out
-}
-
 type layer struct {
 	w        *Watchdog // nil without a session: real timers, no events
 	s        *Session
@@ -489,27 +456,6 @@ func (l *layer) finish(fnErr error) error {
 		return cause
 	}
 	return nil
-}
-
-// completedEvent is the KindCallCompleted event of l, returned at now
-// with fnErr, after its deadline fired with cause (nil if it did not).
-func (l *layer) completedEvent(now time.Time, fnErr, cause error) Event {
-	e := l.s.event(KindCallCompleted, now)
-	e.Handler, e.Layer = l.name, string(l.kind)
-	e.MeasureSeconds, e.LimitSeconds = now.Sub(l.started).Seconds(), l.budget.Seconds()
-	if e.ProgressValue = l.prog.Load(); l.progAt.Load() > 0 {
-		e.ProgressAt = l.idleRef().UTC()
-	}
-	var v *VerdictError
-	switch {
-	case errors.As(cause, &v):
-		e.Reason = v.reason
-	case fnErr != nil:
-		e.Reason, e.Error = "error", cleanText(fnErr.Error())
-	default:
-		e.Reason = "ok"
-	}
-	return e
 }
 
 func (l *layer) abandonedCause() error {
