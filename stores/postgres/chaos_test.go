@@ -477,5 +477,13 @@ func TestChaosFleet(t *testing.T) {
 	t.Logf("chaos: recorder lag (max per member that drained): %v ms; starts refused or failed: %d", lags, len(failed))
 	require.Empty(t, falseTakes, "no window adopted from an owner that was alive")
 	require.NotZero(t, adoptions, "the chaos lost owners with open windows")
-	require.LessOrEqual(t, q(0.99), 10*time.Second, "adoption target: p99 at most 10 s")
+	// The target, p99 at most 10 s, is checked by scripts/chaos (which sets
+	// WATCHDOG_CHAOS_SECONDS) on a machine it has to itself; beside other
+	// test binaries on two cores (./scripts/test), the bound is three times
+	// it: enough to catch adoption that stalls, not a busy machine.
+	bound := 30 * time.Second
+	if os.Getenv("WATCHDOG_CHAOS_SECONDS") != "" {
+		bound = 10 * time.Second
+	}
+	require.LessOrEqual(t, q(0.99), bound, "adoption: p99 at most %v", bound)
 }
