@@ -221,3 +221,18 @@ func (x *Index[H]) Shrink() {
 	}
 	x.sessions = m
 }
+
+// RaiseFloors makes, in each session, every window below the oldest one
+// the Index holds count as forgotten (ended): what a store that rebuilt the
+// Index from a compacted log knows of the windows the retention forgot
+// before. For a Policy that keeps windows only (Windows > 0): a window
+// opens only after the one before it ended, so they have.
+func (x *Index[H]) RaiseFloors() {
+	for _, s := range x.sessions {
+		low := s.last
+		for _, e := range s.entries {
+			low = min(low, e.window)
+		}
+		s.floor = max(s.floor, low)
+	}
+}
