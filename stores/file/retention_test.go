@@ -74,7 +74,7 @@ func TestFileStoreWithRetentionRefusesNegativeFieldsNamingThem(t *testing.T) {
 func TestFileStoreCompactsTheFileWhileResumeAndReplayWorkAcrossIt(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "events.jsonl")
-	r := file.WithRetention(watchdog.Retention{KeepWindows: 1, ForgetAfter: 10 * time.Minute})
+	r := file.WithRetention(watchdog.Retention{KeepWindows: 1, ForgetAfter: 5 * time.Minute})
 	store := openStore(t, path, file.WithSync(file.SyncOnClose), r)
 	mock := newMock()
 	w := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(store))
@@ -83,13 +83,13 @@ func TestFileStoreCompactsTheFileWhileResumeAndReplayWorkAcrossIt(t *testing.T) 
 	var written int
 	var prev int64
 	shrunk := 0
-	for round := range 40 {
-		for i := range 100 {
+	for round := range 25 {
+		for i := range 60 {
 			_, err := w.Start(ctx, fmt.Sprintf("c%d-%d", round, i), mock.Now(), watchdog.Policy{WallClock: 30 * time.Second})
 			require.NoError(t, err)
 		}
 		advance(t, mock, time.Minute, w) // every one is cancelled
-		written += 300
+		written += 180
 		st, err := os.Stat(path)
 		require.NoError(t, err)
 		if st.Size() < prev {
@@ -99,9 +99,9 @@ func TestFileStoreCompactsTheFileWhileResumeAndReplayWorkAcrossIt(t *testing.T) 
 	}
 	open.Touch(watchdog.ChannelStdout)
 	require.NoError(t, w.Close(ctx))
-	evs := load(t, store, "c39-0")
+	evs := load(t, store, "c24-0")
 	assert.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(evs))
-	assert.Empty(t, load(t, store, "c0-0"), "forgotten 10 minutes after its end")
+	assert.Empty(t, load(t, store, "c0-0"), "forgotten 5 minutes after its end")
 	assert.Positive(t, shrunk, "the file was compacted while the Watchdog ran")
 	require.NoError(t, store.Close()) // compacts what is left
 
@@ -116,7 +116,7 @@ func TestFileStoreCompactsTheFileWhileResumeAndReplayWorkAcrossIt(t *testing.T) 
 	}
 	assert.True(t, sessions["open"])
 	assert.False(t, sessions["c0-0"])
-	assert.Len(t, sessions, 1+10*100, "the open session and those of the last 10 minutes")
+	assert.Len(t, sessions, 1+5*60, "the open session and those of the last 5 minutes")
 	ms, err := watchdog.Replay(lines)
 	require.NoError(t, err)
 	assert.Empty(t, ms, "verify finds the compacted log self-consistent")
@@ -124,7 +124,7 @@ func TestFileStoreCompactsTheFileWhileResumeAndReplayWorkAcrossIt(t *testing.T) 
 	// Reopened, the store holds what it held; Resume continues the open
 	// window from its start.
 	store2 := openStore(t, path, r)
-	assert.Equal(t, kinds(evs), kinds(load(t, store2, "c39-0")))
+	assert.Equal(t, kinds(evs), kinds(load(t, store2, "c24-0")))
 	w2 := newWatchdog(t, mock, store2)
 	s, err := w2.Resume(ctx, "open", watchdog.Policy{WallClock: 24 * time.Hour})
 	require.NoError(t, err)

@@ -86,8 +86,10 @@ type windowKey struct {
 // Lines format: one event per line, each the event's JSON (as
 // watchdog.Event.MarshalJSON writes it, compacted, with its seq) followed by
 // a newline, in append order. The file is created with mode 0600 (an
-// existing file keeps its mode) and only ever appended to; Open never
-// follows a symbolic link at its path. It implements watchdog.Subscriber,
+// existing file keeps its mode) and only ever appended to, except that a
+// Store with a retention (WithRetention) compacts it, replacing it with a
+// file of the lines it keeps, same mode; Open never follows a symbolic link
+// at its path. It implements watchdog.Subscriber,
 // with in-process subscriptions that never block Append.
 //
 // Open it with Open and release it with Close. Reopening a file resumes
@@ -162,8 +164,12 @@ var fileWrite = func(f *os.File, b []byte) (int, error) { return f.Write(b) }
 // states the rule) is truncated, logged and reported by TornTail; any other
 // bad line, or a tail that is not a torn event, is a *CorruptError naming
 // the file and line, the file is left untouched and the store is not
-// opened. Without options the Store uses SyncEveryAppend and logs nothing.
-// An empty path, an unknown SyncPolicy, a symbolic link at path (never
+// opened. With a retention (WithRetention) Open applies it to the lines in
+// order, as the appends did, removes path.compact (left by a compaction a
+// crash interrupted) and compacts the file if it holds forgotten lines.
+// Without options the Store uses SyncEveryAppend, keeps every event and
+// logs nothing. An empty path, an unknown SyncPolicy, a Retention with a
+// negative field, a symbolic link at path (never
 // followed), a path that is not a regular file, and, on Unix, a directory
 // that is world-writable without the sticky bit are errors wrapping
 // watchdog.ErrInvalidArgument that name the path. An existing file keeps
@@ -790,8 +796,10 @@ func (f *Store) Subscribe(ctx context.Context, aggregateID string) (<-chan watch
 }
 
 // Close ends every subscription (closing its channel) and waits for their
-// goroutines, fsyncs the file (whatever the policy), releases the lock and
-// closes the file. Later calls return nil and do nothing; Append, Load and
+// goroutines; with a retention, compacts the file if it holds lines the
+// retention forgot (a compaction that fails is logged, not returned: the
+// file keeps them); fsyncs the file (whatever the policy), releases the
+// lock and closes the file. Later calls return nil and do nothing; Append, Load and
 // Subscribe then return an error wrapping watchdog.ErrClosed. It may be
 // called concurrently with the other methods.
 func (f *Store) Close() error {

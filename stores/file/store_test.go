@@ -50,20 +50,11 @@ func TestFileStoreConformanceAcrossReopens(t *testing.T) {
 }
 
 // The suite with a retention on (see storetest's
-// TestMemoryStoreConformanceWithRetention for why these bounds), on a fresh
-// file per subtest and on one file reopened for each.
+// TestMemoryStoreConformanceWithRetention for why these bounds).
 func TestFileStoreConformanceWithRetention(t *testing.T) {
-	r := file.WithRetention(watchdog.Retention{KeepWindows: 8, ForgetAfter: time.Hour})
-	t.Run("fresh", func(t *testing.T) {
-		storetest.Run(t, func(t *testing.T) watchdog.EventStore {
-			return openStore(t, filepath.Join(t.TempDir(), "events.jsonl"), r)
-		})
-	})
-	t.Run("reopened", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "events.jsonl")
-		storetest.Run(t, func(t *testing.T) watchdog.EventStore {
-			return openStore(t, path, file.WithSync(file.SyncOnClose), r)
-		})
+	storetest.Run(t, func(t *testing.T) watchdog.EventStore {
+		return openStore(t, filepath.Join(t.TempDir(), "events.jsonl"), file.WithSync(file.SyncOnClose),
+			file.WithRetention(watchdog.Retention{KeepWindows: 8, ForgetAfter: time.Hour}))
 	})
 }
 
