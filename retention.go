@@ -29,6 +29,10 @@ import (
 // wrong clock) makes ended sessions expire early; it never touches an open
 // window.
 //
+// A forgotten event is forgotten whole, its event_id included: appended
+// again, it would be recorded again, as a new event (the Watchdog never
+// does that: it retries an Append only until it succeeds).
+//
 // A value is safe to copy and to share.
 type Retention struct {
 	// KeepWindows is how many ended windows of each session the store
