@@ -12,7 +12,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"unicode/utf8"
 
@@ -729,27 +728,31 @@ func (f *Store) Load(ctx context.Context, aggregateID string) ([]watchdog.Event,
 		return nil, f.closedErr()
 	}
 	refs := make([]ref, 0, f.idx.Len(aggregateID))
-	f.idx.Each(aggregateID, func(r ref) { refs = append(refs, r) })
-	// Read under the lock: a compaction replaces the file.
-	var buf []byte
-	out := make([]watchdog.Event, 0, len(refs))
-	var err error
+	total := 0
+	f.idx.Each(aggregateID, func(r ref) {
+		refs = append(refs, r)
+		total += r.n
+	})
+	// Read under the lock (a compaction replaces the file), decode after.
+	buf := make([]byte, total)
+	at := 0
 	for _, r := range refs {
-		buf = slices.Grow(buf[:0], r.n)[:r.n]
-		if _, err = f.file.ReadAt(buf, r.off); err != nil {
-			err = fmt.Errorf("watchdog: file store %s: read %q event at offset %d: %w", f.path, aggregateID, r.off, err)
-			break
+		if _, err := f.file.ReadAt(buf[at:at+r.n], r.off); err != nil {
+			f.mu.Unlock()
+			return nil, fmt.Errorf("watchdog: file store %s: read %q event at offset %d: %w", f.path, aggregateID, r.off, err)
 		}
-		var e watchdog.Event
-		if e, err = decodeLine(buf); err != nil {
-			err = fmt.Errorf("watchdog: file store %s: decode %q event at offset %d: %w", f.path, aggregateID, r.off, err)
-			break
-		}
-		out = append(out, e)
+		at += r.n
 	}
 	f.mu.Unlock()
-	if err != nil {
-		return nil, err
+	out := make([]watchdog.Event, 0, len(refs))
+	at = 0
+	for _, r := range refs {
+		e, err := decodeLine(buf[at : at+r.n])
+		if err != nil {
+			return nil, fmt.Errorf("watchdog: file store %s: decode %q event at offset %d: %w", f.path, aggregateID, r.off, err)
+		}
+		at += r.n
+		out = append(out, e)
 	}
 	return out, nil
 }
