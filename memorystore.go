@@ -20,8 +20,8 @@ type windowKey struct {
 // NewMemoryStore or NewMemoryStoreWithRetention. All methods are safe for
 // concurrent use.
 //
-// A MemoryStore from NewMemoryStore keeps every event until it is dropped
-// (about 0.5 to 1 KB per event); one from NewMemoryStoreWithRetention
+// A MemoryStore from NewMemoryStore keeps every event as long as the store
+// is referenced (about 0.5 to 1 KB per event); one from NewMemoryStoreWithRetention
 // forgets ended sessions' history as its Retention says, and releases the
 // memory they held.
 type MemoryStore struct {
@@ -171,8 +171,8 @@ func (m *MemoryStore) Load(ctx context.Context, aggregateID string) ([]Event, er
 
 // memChunk is the number of events in one chunk of a MemoryStore's log. A
 // chunked log never copies the events it holds as it grows, and a session's
-// own list is of 4-byte positions, so a storm of fires does not regrow
-// per-session lists of 500-byte events.
+// own list is of 16-byte entries (window and position), so a storm of
+// fires does not regrow per-session lists of 500-byte events.
 const memChunk = 1024
 
 func (m *MemoryStore) at(p uint32) *Event { return &m.log[p/memChunk][p%memChunk] }

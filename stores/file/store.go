@@ -87,9 +87,9 @@ type windowKey struct {
 // a newline, in append order. The file is created with mode 0600 (an
 // existing file keeps its mode) and only ever appended to, except that a
 // Store with a retention (WithRetention) compacts it, replacing it with a
-// file of the lines it keeps, same mode; Open never follows a symbolic link
-// at its path. It implements watchdog.Subscriber,
-// with in-process subscriptions that never block Append.
+// file of the lines it keeps, same mode. Open never follows a symbolic link
+// at its path. It implements watchdog.Subscriber, with in-process
+// subscriptions that never block Append.
 //
 // Open it with Open and release it with Close. Reopening a file resumes
 // exactly where it was: seq continues and the terminal events of every
@@ -140,7 +140,7 @@ type ref struct {
 	id  string
 }
 
-// newIndex returns the Store's empty index, under the configured retention.
+// newIndex gives the Store an empty index (and id set) under its retention.
 func (f *Store) newIndex() {
 	f.ids = make(map[string]struct{})
 	f.idx = retain.New(retain.Policy{Windows: f.cfg.ret.KeepWindows, After: f.cfg.ret.ForgetAfter}, f.forget)
@@ -802,9 +802,9 @@ func (f *Store) Subscribe(ctx context.Context, aggregateID string) (<-chan watch
 // goroutines; with a retention, compacts the file if it holds lines the
 // retention forgot (a compaction that fails is logged, not returned: the
 // file keeps them); fsyncs the file (whatever the policy), releases the
-// lock and closes the file. Later calls return nil and do nothing; Append, Load and
-// Subscribe then return an error wrapping watchdog.ErrClosed. It may be
-// called concurrently with the other methods.
+// lock and closes the file. Later calls return nil and do nothing; Append,
+// Load and Subscribe then return an error wrapping watchdog.ErrClosed. It
+// may be called concurrently with the other methods.
 func (f *Store) Close() error {
 	f.mu.Lock()
 	if f.closed {
