@@ -100,7 +100,7 @@
 // within the process: events appended by this Store are delivered, each
 // subscription through an unbounded queue that never blocks Append. The
 // Store keeps in memory an index of the lines it holds (each event's
-// offset, length and id: about 200 bytes an event, see BENCHMARKS.md), not
+// offset, length and id: about 230 bytes an event, see BENCHMARKS.md), not
 // the lines themselves: Load reads a session's lines back from the file.
 //
 // # Retention and compaction

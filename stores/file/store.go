@@ -105,7 +105,7 @@ type windowKey struct {
 // uint64, Append refuses every new event.
 //
 // A Store keeps in memory an index of the lines it holds (each event's
-// offset, length and id: some 200 bytes an event), not the lines: Load reads
+// offset, length and id: some 230 bytes an event), not the lines: Load reads
 // them back from the file. Without a retention (WithRetention) the file and
 // the index grow with every event; with one, the Store forgets ended
 // sessions' history and compacts the file (see the package doc, Retention
