@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/sessionwatchdog/watchdog/internal/relay"
+	"github.com/sessionwatchdog/watchdog/internal/retain"
 )
 
 type windowKey struct {
@@ -16,26 +17,53 @@ type windowKey struct {
 
 // MemoryStore is the embedded default EventStore: events live in memory, in
 // append order. It implements Subscriber. Its zero value is not usable; call
-// NewMemoryStore. All methods are safe for concurrent use.
+// NewMemoryStore or NewMemoryStoreWithRetention. All methods are safe for
+// concurrent use.
+//
+// A MemoryStore from NewMemoryStore keeps every event as long as the store
+// is referenced (about 0.5 to 1 KB per event); one from NewMemoryStoreWithRetention
+// forgets ended sessions' history as its Retention says, and releases the
+// memory they held.
 type MemoryStore struct {
-	mu       sync.Mutex
-	seq      uint64
-	log      [][]Event           // every event, in append order, in chunks of memChunk
-	logLen   int                 // events in log
-	events   map[string][]uint32 // each aggregate's positions in log, in append order
-	ids      map[string]struct{}
-	terminal map[windowKey]string // event id of the window's terminal event
-	subs     map[string]map[*relay.Relay[Event]]struct{}
+	mu     sync.Mutex
+	seq    uint64
+	log    [][]Event // every event kept, in chunks of memChunk; forgotten ones zeroed
+	logLen int       // positions used in log
+	dead   int       // forgotten events in log
+	idx    *retain.Index[uint32]
+	ids    map[string]struct{}
+	subs   map[string]map[*relay.Relay[Event]]struct{}
 }
 
-// NewMemoryStore returns an empty MemoryStore.
+// NewMemoryStore returns an empty MemoryStore that keeps every event.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{
-		events:   make(map[string][]uint32),
-		ids:      make(map[string]struct{}),
-		terminal: make(map[windowKey]string),
-		subs:     make(map[string]map[*relay.Relay[Event]]struct{}),
+	m, _ := NewMemoryStoreWithRetention(Retention{})
+	return m
+}
+
+// NewMemoryStoreWithRetention returns an empty MemoryStore that keeps what
+// r says (see Retention): the zero Retention keeps every event, as
+// NewMemoryStore does. A Retention with a negative field is an error
+// wrapping ErrInvalidArgument that names it, and no store.
+func NewMemoryStoreWithRetention(r Retention) (*MemoryStore, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
 	}
+	m := &MemoryStore{
+		ids:  make(map[string]struct{}),
+		subs: make(map[string]map[*relay.Relay[Event]]struct{}),
+	}
+	m.idx = retain.New(retain.Policy{Windows: r.KeepWindows, After: r.ForgetAfter}, m.forget)
+	return m, nil
+}
+
+// forget releases the event at p, which the retention forgot. Called with
+// m.mu held.
+func (m *MemoryStore) forget(p uint32) {
+	e := m.at(p)
+	delete(m.ids, e.ID)
+	*e = Event{}
+	m.dead++
 }
 
 // Append implements EventStore.
@@ -63,8 +91,8 @@ func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
 			continue
 		}
 		k := windowKey{e.AggregateID, e.Window}
-		if prev, ok := m.terminal[k]; ok {
-			return fmt.Errorf("%w: session %q window %d already ended by event %s", ErrAlreadyDecided, e.AggregateID, e.Window, prev)
+		if prev, ok := m.idx.Terminal(e.AggregateID, e.Window); ok {
+			return endedError(e.AggregateID, e.Window, prev)
 		}
 		if prev, ok := batch[k]; ok && prev != e.ID {
 			return fmt.Errorf("%w: session %q window %d has two terminal events in one batch", ErrAlreadyDecided, e.AggregateID, e.Window)
@@ -81,15 +109,45 @@ func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
 		e.Seq = m.seq
 		e.Extra = maps.Clone(e.Extra) // the caller may reuse its map
 		m.ids[e.ID] = struct{}{}
-		m.events[e.AggregateID] = append(m.events[e.AggregateID], m.add(e))
-		if e.Terminal() {
-			m.terminal[windowKey{e.AggregateID, e.Window}] = e.ID
-		}
 		for s := range m.subs[e.AggregateID] {
 			s.Push(e)
 		}
+		var term string
+		if e.Terminal() {
+			term = e.ID
+		}
+		m.idx.Add(e.AggregateID, e.Window, term, e.OccurredAt, m.add(e))
+	}
+	if m.dead >= memChunk && m.dead >= m.logLen-m.dead {
+		m.compact()
 	}
 	return nil
+}
+
+// endedError is the refusal of a terminal event for a window that has one
+// (prev), or that the retention forgot (prev "").
+func endedError(id string, window int, prev string) error {
+	if prev == "" {
+		return fmt.Errorf("%w: session %q window %d already ended (the store's retention has forgotten its events)", ErrAlreadyDecided, id, window)
+	}
+	return fmt.Errorf("%w: session %q window %d already ended by event %s", ErrAlreadyDecided, id, window, prev)
+}
+
+// compact moves the events kept to a new log, so that the chunks of
+// forgotten ones are released: it runs when at least half of the log (and
+// a chunk) is forgotten, so each event is moved a bounded number of times
+// on average. Called with m.mu held.
+func (m *MemoryStore) compact() {
+	old := m.log
+	m.log, m.logLen, m.dead = nil, 0, 0
+	ids := make(map[string]struct{}, len(m.ids))
+	m.idx.All(func(p *uint32) {
+		e := &old[*p/memChunk][*p%memChunk]
+		ids[e.ID] = struct{}{}
+		*p = m.add(*e)
+	})
+	m.ids = ids // a map keeps the room of its largest size: start afresh
+	m.idx.Shrink()
 }
 
 // Load implements EventStore. The returned slice is the caller's.
@@ -102,19 +160,19 @@ func (m *MemoryStore) Load(ctx context.Context, aggregateID string) ([]Event, er
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	pos := m.events[aggregateID]
-	out := make([]Event, len(pos))
-	for i, p := range pos {
-		out[i] = *m.at(p)
-		out[i].Extra = maps.Clone(out[i].Extra) // the caller may change its copy
-	}
+	out := make([]Event, 0, m.idx.Len(aggregateID))
+	m.idx.Each(aggregateID, func(p uint32) {
+		e := *m.at(p)
+		e.Extra = maps.Clone(e.Extra) // the caller may change its copy
+		out = append(out, e)
+	})
 	return out, nil
 }
 
 // memChunk is the number of events in one chunk of a MemoryStore's log. A
 // chunked log never copies the events it holds as it grows, and a session's
-// own list is of 4-byte positions, so a storm of fires does not regrow
-// per-session lists of 500-byte events.
+// own list is of 16-byte entries (window and position), so a storm of
+// fires does not regrow per-session lists of 500-byte events.
 const memChunk = 1024
 
 func (m *MemoryStore) at(p uint32) *Event { return &m.log[p/memChunk][p%memChunk] }

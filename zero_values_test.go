@@ -117,6 +117,12 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 			require.NoError(t, w.Close(context.Background()))
 		},
 		"NewMemoryStore": func(t *testing.T) { assert.NotNil(t, watchdog.NewMemoryStore()) },
+		"NewMemoryStoreWithRetention": func(t *testing.T) {
+			m, err := watchdog.NewMemoryStoreWithRetention(watchdog.Retention{})
+			require.NoError(t, err)
+			assert.NotNil(t, m)
+		},
+		"Retention.Validate": func(t *testing.T) { require.NoError(t, watchdog.Retention{}.Validate()) },
 		"Policy.MarshalJSON": func(t *testing.T) {
 			_, err := watchdog.Policy{}.MarshalJSON()
 			require.NoError(t, err)

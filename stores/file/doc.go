@@ -99,8 +99,47 @@
 // A Store implements watchdog.Subscriber, so watchdog.Follow works on it,
 // within the process: events appended by this Store are delivered, each
 // subscription through an unbounded queue that never blocks Append. The
-// Store keeps a copy of every line in memory, which suits one process's
-// sessions, not an unbounded history.
+// Store keeps in memory an index of the lines it holds (each event's
+// offset, length and id: about 230 bytes an event, see BENCHMARKS.md), not
+// the lines themselves: Load reads a session's lines back from the file.
+//
+// # Retention and compaction
+//
+// Without a retention the file and the index keep every event. With
+// WithRetention (see watchdog.Retention: the last N ended windows of each
+// session, and ended sessions for a while, measured on the events'
+// occurred_at) the Store forgets ended history as it appends, and compacts
+// the file to drop the forgotten lines: when they are at least 1 MiB and
+// half of the file, in Close, and in Open when the file holds any (Open
+// rebuilds the index by applying the retention to the lines in order, so it
+// forgets what the appends forgot). A compaction never touches an open
+// window, keeps the lines it keeps byte for byte, in order, with their seq,
+// and keeps the file's last line even if forgotten, so that seq goes on
+// from it; the result is a store file like any other, which inspect and
+// verify read (every window kept is whole, so verify re-derives its
+// verdicts).
+//
+// Compaction is crash-safe: it writes the kept lines to path.compact (same
+// mode as the file, locked), fsyncs it, renames it over the file and
+// fsyncs the directory. A process killed before the rename leaves the old
+// file whole, and path.compact, which the next Open with a retention
+// removes; after it, the new file, which holds every event the Store held.
+// A compaction that fails (a full disk) changes nothing and is logged
+// (WithLogger); the next is tried once the forgotten bytes have doubled. If
+// the directory's fsync fails after the rename, Append fails from then on,
+// as after a failed fsync of the file: reopen the store. Appends wait while
+// a compaction runs: it reads and writes the lines kept, so on average a
+// forgotten byte costs about one byte copied.
+//
+// Open a file written with a retention with the same one: a file closed
+// cleanly holds only what the retention kept, but one left by a crash may
+// still hold forgotten lines, and with no retention (or a looser one) Open
+// takes them back, or refuses the file (a *CorruptError) when a session id
+// was reused after its old history was forgotten (two terminal events for
+// its window 1).
+//
+// On Windows, where a file that is open may not be replaced, a compaction
+// may fail (it is logged, and the file keeps growing).
 //
 // All of a Store's methods are safe for concurrent use.
 package file

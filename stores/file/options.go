@@ -6,6 +6,8 @@ import (
 
 	"github.com/sessionwatchdog/watchdog/internal/slogzap"
 	"go.uber.org/zap"
+
+	"github.com/sessionwatchdog/watchdog"
 )
 
 // SyncPolicy says when a Store calls fsync(2) on its file. The zero value
@@ -45,6 +47,7 @@ type Option func(*config)
 type config struct {
 	sync SyncPolicy
 	log  *zap.Logger
+	ret  watchdog.Retention
 }
 
 // WithSync sets the Store's fsync policy. Default SyncEveryAppend. Open
@@ -68,4 +71,13 @@ func WithLogger(l *zap.Logger) Option {
 // means no logging. The last of WithLogger and WithSlog given wins.
 func WithSlog(l *slog.Logger) Option {
 	return func(c *config) { c.log = slogzap.New(l) }
+}
+
+// WithRetention sets what the Store keeps of ended sessions (see
+// watchdog.Retention; the package doc, Retention and compaction, says how
+// the file follows). Default, the zero Retention: every event, as the file
+// has always kept them. Open refuses a Retention with a negative field with
+// an error wrapping watchdog.ErrInvalidArgument that names it.
+func WithRetention(r watchdog.Retention) Option {
+	return func(c *config) { c.ret = r }
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/internal/relay"
+	"github.com/sessionwatchdog/watchdog/internal/retain"
 )
 
 // TornTail describes an incomplete last line that Open found and truncated:
@@ -84,9 +85,11 @@ type windowKey struct {
 // Lines format: one event per line, each the event's JSON (as
 // watchdog.Event.MarshalJSON writes it, compacted, with its seq) followed by
 // a newline, in append order. The file is created with mode 0600 (an
-// existing file keeps its mode) and only ever appended to; Open never
-// follows a symbolic link at its path. It implements watchdog.Subscriber,
-// with in-process subscriptions that never block Append.
+// existing file keeps its mode) and only ever appended to, except that a
+// Store with a retention (WithRetention) compacts it, replacing it with a
+// file of the lines it keeps, same mode. Open never follows a symbolic link
+// at its path. It implements watchdog.Subscriber, with in-process
+// subscriptions that never block Append.
 //
 // Open it with Open and release it with Close. Reopening a file resumes
 // exactly where it was: seq continues and the terminal events of every
@@ -101,26 +104,53 @@ type windowKey struct {
 // reports (Store.TornTail). Seq never wraps: once it reaches the largest
 // uint64, Append refuses every new event.
 //
-// A Store keeps a copy of every line in memory (Load decodes from it), so it
-// suits one process's sessions, not an unbounded history; for a fleet use
-// the PostgreSQL store (module stores/postgres). All methods are safe for
-// concurrent use. The zero value is not usable: call Open.
+// A Store keeps in memory an index of the lines it holds (each event's
+// offset, length and id: some 230 bytes an event), not the lines: Load reads
+// them back from the file. Without a retention (WithRetention) the file and
+// the index grow with every event; with one, the Store forgets ended
+// sessions' history and compacts the file (see the package doc, Retention
+// and compaction). For a fleet use the PostgreSQL store (module
+// stores/postgres). All methods are safe for concurrent use. The zero value
+// is not usable: call Open.
 type Store struct {
 	path string
 	cfg  config
 	torn *TornTail
 
-	mu       sync.Mutex
-	file     *os.File
-	size     int64
-	seq      uint64
-	lines    map[string][][]byte // aggregate id -> encoded lines, in order
-	ids      map[string]struct{}
-	terminal map[windowKey]string
-	subs     map[string]map[*relay.Relay[watchdog.Event]]context.CancelFunc
-	closed   bool
-	broken   error // a failed write that could not be undone; every later Append fails
-	wg       sync.WaitGroup
+	mu     sync.Mutex
+	file   *os.File
+	size   int64
+	seq    uint64
+	idx    *retain.Index[ref] // each session's lines, and its windows' terminal events
+	ids    map[string]struct{}
+	last   ref   // the file's last line
+	dead   int64 // bytes of the file's lines the retention forgot, newlines included
+	retry  int64 // after a failed compaction: dead bytes at which to try again
+	subs   map[string]map[*relay.Relay[watchdog.Event]]context.CancelFunc
+	closed bool
+	broken error // a failed write that could not be undone; every later Append fails
+	wg     sync.WaitGroup
+}
+
+// ref is where one line of the file is: its offset and length (without its
+// newline), and its event's id.
+type ref struct {
+	off int64
+	n   int
+	id  string
+}
+
+// newIndex gives the Store an empty index (and id set) under its retention.
+func (f *Store) newIndex() {
+	f.ids = make(map[string]struct{})
+	f.idx = retain.New(retain.Policy{Windows: f.cfg.ret.KeepWindows, After: f.cfg.ret.ForgetAfter}, f.forget)
+}
+
+// forget drops a line the retention forgot from the in-memory state; the
+// next compaction drops it from the file. Called with f.mu held.
+func (f *Store) forget(r ref) {
+	delete(f.ids, r.id)
+	f.dead += int64(r.n) + 1
 }
 
 // fileWrite writes b to f; the crash test replaces it to die mid-write.
@@ -133,8 +163,12 @@ var fileWrite = func(f *os.File, b []byte) (int, error) { return f.Write(b) }
 // states the rule) is truncated, logged and reported by TornTail; any other
 // bad line, or a tail that is not a torn event, is a *CorruptError naming
 // the file and line, the file is left untouched and the store is not
-// opened. Without options the Store uses SyncEveryAppend and logs nothing.
-// An empty path, an unknown SyncPolicy, a symbolic link at path (never
+// opened. With a retention (WithRetention) Open applies it to the lines in
+// order, as the appends did, removes path.compact (left by a compaction a
+// crash interrupted) and compacts the file if it holds forgotten lines.
+// Without options the Store uses SyncEveryAppend, keeps every event and
+// logs nothing. An empty path, an unknown SyncPolicy, a Retention with a
+// negative field, a symbolic link at path (never
 // followed), a path that is not a regular file, and, on Unix, a directory
 // that is world-writable without the sticky bit are errors wrapping
 // watchdog.ErrInvalidArgument that name the path. An existing file keeps
@@ -158,6 +192,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if cfg.sync != SyncEveryAppend && cfg.sync != SyncOnClose {
 		return nil, fmt.Errorf("%w: unknown file sync policy %d", watchdog.ErrInvalidArgument, int(cfg.sync))
 	}
+	if err := cfg.ret.Validate(); err != nil {
+		return nil, fmt.Errorf("watchdog: file store %s: %w", path, err)
+	}
 	if cfg.log == nil {
 		cfg.log = zap.NewNop()
 	}
@@ -177,18 +214,29 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("watchdog: file store %s is in use by another process: %w", path, err)
 	}
 	f := &Store{
-		path:     path,
-		cfg:      cfg,
-		file:     file,
-		lines:    make(map[string][][]byte),
-		ids:      make(map[string]struct{}),
-		terminal: make(map[windowKey]string),
-		subs:     make(map[string]map[*relay.Relay[watchdog.Event]]context.CancelFunc),
+		path: path,
+		cfg:  cfg,
+		file: file,
+		subs: make(map[string]map[*relay.Relay[watchdog.Event]]context.CancelFunc),
 	}
+	f.newIndex()
 	if err := f.load(); err != nil {
 		unlockFile(file)
 		file.Close()
 		return nil, err
+	}
+	if f.retains() {
+		if f.cfg.ret.KeepWindows > 0 {
+			f.idx.RaiseFloors()
+		}
+		// A compaction that a crash interrupted left its file behind.
+		if err := os.Remove(f.compactPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			f.cfg.log.Warn("watchdog: file store: cannot remove an interrupted compaction's file",
+				zap.String("path", f.compactPath()), zap.Error(err))
+		}
+		f.mu.Lock()
+		f.compactIf(f.removable() > 0)
+		f.mu.Unlock()
 	}
 	return f, nil
 }
@@ -293,7 +341,7 @@ func (f *Store) load() error {
 		if err != nil {
 			return &CorruptError{Path: f.path, Line: lineNo, Offset: off, Err: err}
 		}
-		f.record(e, body)
+		f.record(e, off, len(body))
 		off += int64(len(line))
 	}
 	f.size = off
@@ -444,21 +492,33 @@ func (f *Store) admit(e watchdog.Event) error {
 		return fmt.Errorf("event_id %s appears twice", e.ID)
 	}
 	if e.Terminal() {
-		if prev, ok := f.terminal[windowKey{e.AggregateID, e.Window}]; ok {
-			return fmt.Errorf("event %s: session %q window %d already ended by event %s", e.ID, e.AggregateID, e.Window, prev)
+		if prev, ok := f.idx.Terminal(e.AggregateID, e.Window); ok {
+			return fmt.Errorf("event %s: %w", e.ID, endedError(e.AggregateID, e.Window, prev))
 		}
 	}
 	return nil
 }
 
-// record adds e, encoded as line (no newline), to the in-memory state.
-func (f *Store) record(e watchdog.Event, line []byte) {
+// endedError says that a session window already has its terminal event
+// (prev), or that the retention forgot it (prev "").
+func endedError(id string, window int, prev string) error {
+	if prev == "" {
+		return fmt.Errorf("session %q window %d already ended (the store's retention has forgotten its events)", id, window)
+	}
+	return fmt.Errorf("session %q window %d already ended by event %s", id, window, prev)
+}
+
+// record adds e, its line at off with n bytes (no newline), to the
+// in-memory state, which applies the retention.
+func (f *Store) record(e watchdog.Event, off int64, n int) {
 	f.seq = e.Seq
 	f.ids[e.ID] = struct{}{}
-	f.lines[e.AggregateID] = append(f.lines[e.AggregateID], line)
+	f.last = ref{off, n, e.ID}
+	var term string
 	if e.Terminal() {
-		f.terminal[windowKey{e.AggregateID, e.Window}] = e.ID
+		term = e.ID
 	}
+	f.idx.Add(e.AggregateID, e.Window, term, e.OccurredAt, f.last)
 }
 
 // Path returns the file's path, as given to Open. It never changes: it may
@@ -568,8 +628,8 @@ func (f *Store) append(events []watchdog.Event, errs []error) error {
 		}
 		if e.Terminal() {
 			k := windowKey{e.AggregateID, e.Window}
-			if prev, ok := f.terminal[k]; ok {
-				if err := refuse(i, fmt.Errorf("%w: session %q window %d already ended by event %s", watchdog.ErrAlreadyDecided, e.AggregateID, e.Window, prev)); err != nil {
+			if prev, ok := f.idx.Terminal(e.AggregateID, e.Window); ok {
+				if err := refuse(i, fmt.Errorf("%w: %w", watchdog.ErrAlreadyDecided, endedError(e.AggregateID, e.Window, prev))); err != nil {
 					return err
 				}
 				continue
@@ -614,7 +674,7 @@ func (f *Store) append(events []watchdog.Event, errs []error) error {
 	data := buf.Bytes()
 	for _, p := range todo {
 		line := data[p.start:p.end:p.end]
-		f.record(p.e, line)
+		f.record(p.e, f.size+int64(p.start), p.end-p.start)
 		if subs := f.subs[p.e.AggregateID]; len(subs) > 0 {
 			ev, err := decodeLine(line)
 			if err != nil { // cannot happen: we just encoded it
@@ -626,6 +686,7 @@ func (f *Store) append(events []watchdog.Event, errs []error) error {
 		}
 	}
 	f.size += int64(len(data))
+	f.compactIf(f.dead >= compactMin && f.dead >= f.size-f.dead && f.dead >= f.retry)
 	return nil
 }
 
@@ -666,14 +727,31 @@ func (f *Store) Load(ctx context.Context, aggregateID string) ([]watchdog.Event,
 		f.mu.Unlock()
 		return nil, f.closedErr()
 	}
-	lines := append([][]byte(nil), f.lines[aggregateID]...) // lines are immutable
-	f.mu.Unlock()
-	out := make([]watchdog.Event, 0, len(lines))
-	for _, l := range lines {
-		e, err := decodeLine(l)
-		if err != nil {
-			return nil, fmt.Errorf("watchdog: file store %s: decode %q event: %w", f.path, aggregateID, err)
+	refs := make([]ref, 0, f.idx.Len(aggregateID))
+	total := 0
+	f.idx.Each(aggregateID, func(r ref) {
+		refs = append(refs, r)
+		total += r.n
+	})
+	// Read under the lock (a compaction replaces the file), decode after.
+	buf := make([]byte, total)
+	at := 0
+	for _, r := range refs {
+		if _, err := f.file.ReadAt(buf[at:at+r.n], r.off); err != nil {
+			f.mu.Unlock()
+			return nil, fmt.Errorf("watchdog: file store %s: read %q event at offset %d: %w", f.path, aggregateID, r.off, err)
 		}
+		at += r.n
+	}
+	f.mu.Unlock()
+	out := make([]watchdog.Event, 0, len(refs))
+	at = 0
+	for _, r := range refs {
+		e, err := decodeLine(buf[at : at+r.n])
+		if err != nil {
+			return nil, fmt.Errorf("watchdog: file store %s: decode %q event at offset %d: %w", f.path, aggregateID, r.off, err)
+		}
+		at += r.n
 		out = append(out, e)
 	}
 	return out, nil
@@ -721,10 +799,12 @@ func (f *Store) Subscribe(ctx context.Context, aggregateID string) (<-chan watch
 }
 
 // Close ends every subscription (closing its channel) and waits for their
-// goroutines, fsyncs the file (whatever the policy), releases the lock and
-// closes the file. Later calls return nil and do nothing; Append, Load and
-// Subscribe then return an error wrapping watchdog.ErrClosed. It may be
-// called concurrently with the other methods.
+// goroutines; with a retention, compacts the file if it holds lines the
+// retention forgot (a compaction that fails is logged, not returned: the
+// file keeps them); fsyncs the file (whatever the policy), releases the
+// lock and closes the file. Later calls return nil and do nothing; Append,
+// Load and Subscribe then return an error wrapping watchdog.ErrClosed. It
+// may be called concurrently with the other methods.
 func (f *Store) Close() error {
 	f.mu.Lock()
 	if f.closed {
@@ -736,6 +816,9 @@ func (f *Store) Close() error {
 		for _, cancel := range subs {
 			cancel()
 		}
+	}
+	if f.broken == nil {
+		f.compactIf(f.removable() > 0)
 	}
 	f.mu.Unlock()
 	f.wg.Wait()

@@ -49,6 +49,15 @@ func TestFileStoreConformanceAcrossReopens(t *testing.T) {
 	})
 }
 
+// The suite with a retention on (see storetest's
+// TestMemoryStoreConformanceWithRetention for why these bounds).
+func TestFileStoreConformanceWithRetention(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) watchdog.EventStore {
+		return openStore(t, filepath.Join(t.TempDir(), "events.jsonl"), file.WithSync(file.SyncOnClose),
+			file.WithRetention(watchdog.Retention{KeepWindows: 8, ForgetAfter: time.Hour}))
+	})
+}
+
 func fileEvent(id, agg, kind string, window int) watchdog.Event {
 	return watchdog.Event{
 		ID: id, AggregateID: agg, Kind: kind, Window: window,

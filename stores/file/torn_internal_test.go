@@ -29,7 +29,8 @@ func TestEveryLineTheStoreWritesIsATornEventWhenCut(t *testing.T) {
 			t.Fatalf("line %q does not begin with %s", buf.Bytes(), lineStarts[0])
 		}
 		// Cut anywhere before its newline, the line is a torn event.
-		f := &Store{ids: map[string]struct{}{}, terminal: map[windowKey]string{}}
+		f := &Store{}
+		f.newIndex()
 		for n := 1; n < buf.Len(); n++ {
 			if err := f.tornEvent(buf.Bytes()[:n], n%2 == 0); err != nil {
 				t.Fatalf("line cut to %q: %v", buf.Bytes()[:n], err)
