@@ -334,6 +334,24 @@ func TestWallClockCancelCounters(t *testing.T) {
 	assert.Empty(t, f.spans.Ended())
 }
 
+// An operator's stop (Session.StopBy) is counted apart from a completion:
+// same event kind, its own reason.
+func TestAnOperatorsStopIsCountedApartFromACompletion(t *testing.T) {
+	f := newFixture(t)
+	s1, err := f.w.Start(f.ctx, "s1", t0, watchdog.Policy{WallClock: time.Hour})
+	require.NoError(t, err)
+	s2, err := f.w.Start(f.ctx, "s2", t0, watchdog.Policy{WallClock: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, s1.Stop())
+	require.NoError(t, s2.StopBy("alice@ops", "runaway tool loop"))
+	f.advance(t, time.Second)
+
+	kind := otelwatchdog.AttrEventKind.String
+	counts := eventCounts(t, f.collect(t))
+	assert.Equal(t, int64(1), counts[set(kind(watchdog.KindStop), otelwatchdog.AttrReason.String(watchdog.StopCompleted))])
+	assert.Equal(t, int64(1), counts[set(kind(watchdog.KindStop), otelwatchdog.AttrReason.String(watchdog.StopRequested))])
+}
+
 // Nested layers nest their spans; a layer that returns in time records its
 // budget but no overrun, and its span ends with an unset status (or Error
 // when it fails).
