@@ -422,7 +422,13 @@ func TestChaosFleet(t *testing.T) {
 			windows[e.Window] = true
 		}
 		for w := range windows {
-			require.Len(t, terminals[w], 1, "session %s window %d: one terminal event", id, w)
+			if len(terminals[w]) != 1 { // say what the window's records hold, for the post-mortem
+				var b strings.Builder
+				for _, e := range evs {
+					fmt.Fprintf(&b, "\n  w%d %s owner=%s reason=%s adopted_from=%s at %s", e.Window, e.Kind, e.Owner, e.Reason, e.AdoptedFrom, e.OccurredAt.Format(time.RFC3339Nano))
+				}
+				t.Fatalf("session %s window %d: %d terminal events, want 1; its events:%s", id, w, len(terminals[w]), b.String())
+			}
 		}
 		mm, err := watchdog.Replay(evs)
 		require.NoError(t, err)
