@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -62,7 +63,10 @@ func chaosPolicy(kind string, budget time.Duration) watchdog.Policy {
 }
 
 func runMember(ctx context.Context, store *Store) int {
-	w := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption(),
+	// Warnings and errors go to stderr, which the test shows: a failed
+	// adoption or a refused write says so there.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("member", os.Getenv(envOwner))
+	w := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption(), watchdog.WithSlog(log),
 		watchdog.WithEventIDPrefix(os.Getenv(envOwner)+"-"))
 	var (
 		mu       sync.Mutex
@@ -426,6 +430,26 @@ func TestChaosFleet(t *testing.T) {
 				var b strings.Builder
 				for _, e := range evs {
 					fmt.Fprintf(&b, "\n  w%d %s owner=%s reason=%s adopted_from=%s at %s", e.Window, e.Kind, e.Owner, e.Reason, e.AdoptedFrom, e.OccurredAt.Format(time.RFC3339Nano))
+				}
+				n := newNames(table)
+				var owner string
+				var open bool
+				var claimed time.Time
+				if err := pool.QueryRow(ctx, `SELECT owner, open, claimed_at FROM `+n.windows+` WHERE aggregate_id = $1 AND window_number = $2`, id, w).Scan(&owner, &open, &claimed); err != nil {
+					fmt.Fprintf(&b, "\n  windows row: %v", err)
+				} else {
+					fmt.Fprintf(&b, "\n  windows row: owner=%s open=%v claimed_at=%s", owner, open, claimed.Format(time.RFC3339Nano))
+				}
+				rows, err := pool.Query(ctx, `SELECT owner, expires_at, last_seen, now() FROM `+n.leases+` ORDER BY owner`)
+				if err == nil {
+					for rows.Next() {
+						var o string
+						var exp, seen, now time.Time
+						if rows.Scan(&o, &exp, &seen, &now) == nil {
+							fmt.Fprintf(&b, "\n  lease %s expires %s last_seen %s (db now %s)", o, exp.Format(time.RFC3339Nano), seen.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+						}
+					}
+					rows.Close()
 				}
 				t.Fatalf("session %s window %d: %d terminal events, want 1; its events:%s", id, w, len(terminals[w]), b.String())
 			}
