@@ -3,6 +3,7 @@ package postgres
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
@@ -265,18 +267,27 @@ func (c *chaos) kill(m *member) {
 }
 
 // stall holds every table of the store for d: appends, heartbeats and
-// adoption sweeps all wait.
+// adoption sweeps all wait. Its LOCK TABLE takes the three tables one after
+// the other while the members' transactions hold some of them, so
+// PostgreSQL may pick it as a deadlock's victim: it then tries again.
 func stall(ctx context.Context, t *testing.T, table string, d time.Duration) {
 	pool := testPool(t)
 	n := newNames(table)
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `LOCK TABLE `+n.table+`, `+n.windows+`, `+n.leases+` IN ACCESS EXCLUSIVE MODE`)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `SELECT pg_sleep($1)`, d.Seconds())
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
+	for attempt := 1; ; attempt++ {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `LOCK TABLE `+n.table+`, `+n.windows+`, `+n.leases+` IN ACCESS EXCLUSIVE MODE`)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "40P01" && attempt < 10 {
+			_ = tx.Rollback(ctx)
+			continue
+		}
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `SELECT pg_sleep($1)`, d.Seconds())
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		return
+	}
 }
 
 func TestChaosFleet(t *testing.T) {
