@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -172,10 +171,7 @@ func (s *Session) SaveProgress(progress uint64, payload json.RawMessage) error {
 	if s.state.Load() != stateRunning {
 		cause := s.endCauseLocked()
 		w.mu.Unlock()
-		if errors.Is(cause, ErrSessionStopped) {
-			return nil
-		}
-		return cause
+		return afterEnd(cause)
 	}
 	r := s.rw()
 	r.progress, r.payload = progress, payload

@@ -347,11 +347,9 @@ func (w *Watchdog) adoptOrphan(o Orphan) {
 		_, _ = s.stop(StopOwnerLost)
 		return
 	}
-	if root := s.cfg.policy.WorkspaceRoot; root != "" {
-		if err := s.WatchWorkspace(root, s.cfg.policy.WorkspaceIgnore...); err != nil {
-			w.log.Warn("watchdog: the adopted window's workspace cannot be watched here; its evidence rules go on without it",
-				zap.String("session_id", o.SessionID), zap.String("workspace_root", root), zap.Error(err))
-		}
+	if err := s.watchPolicyWorkspace(); err != nil {
+		w.log.Warn("watchdog: the adopted window's workspace cannot be watched here; its evidence rules go on without it",
+			zap.String("session_id", o.SessionID), zap.String("workspace_root", s.cfg.policy.WorkspaceRoot), zap.Error(err))
 	}
 }
 

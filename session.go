@@ -358,6 +358,15 @@ func checkBy(by, why string) error {
 	return nil
 }
 
+// afterEnd is what a call on a window that has ended returns: nil after
+// a stop (Stop, StopBy, Amend), else why it ended.
+func afterEnd(cause error) error {
+	if errors.Is(cause, ErrSessionStopped) {
+		return nil
+	}
+	return cause
+}
+
 // stop ends the window with a stop event carrying code (and, from StopBy,
 // who and why), unless it already ended. It reports whether this call
 // ended it, and the earlier cause if not.
@@ -368,10 +377,7 @@ func (s *Session) stop(code string, byWhy ...string) (bool, error) {
 	if s.state.Load() != stateRunning {
 		cause := s.endCauseLocked()
 		w.mu.Unlock()
-		if errors.Is(cause, ErrSessionStopped) {
-			return false, nil
-		}
-		return false, cause
+		return false, afterEnd(cause)
 	}
 	s.state.Store(stateStopped)
 	w.sessions.Del(s)

@@ -176,13 +176,20 @@ func checkWorkspaceDir(p Policy) error {
 // is open (err nil); if it cannot, the window ends (stop, reason failed)
 // and the error is returned, so that no session runs without it.
 func watchDeclared(s *Session, err error) (*Session, error) {
-	if err != nil || s.cfg.policy.WorkspaceRoot == "" {
+	if err != nil {
 		return s, err
 	}
-	p := s.cfg.policy
-	if err := s.WatchWorkspace(p.WorkspaceRoot, p.WorkspaceIgnore...); err != nil {
+	if err := s.watchPolicyWorkspace(); err != nil {
 		_, _ = s.stop(StopFailed)
 		return nil, err
 	}
 	return s, nil
+}
+
+// watchPolicyWorkspace watches the workspace s's policy declares, if any.
+func (s *Session) watchPolicyWorkspace() error {
+	if p := s.cfg.policy; p.WorkspaceRoot != "" {
+		return s.WatchWorkspace(p.WorkspaceRoot, p.WorkspaceIgnore...)
+	}
+	return nil
 }
