@@ -325,3 +325,50 @@ func TestAnAdopterAddsTheUnsupervisedTimeToASupervisedOnlyBudget(t *testing.T) {
 		require.NoError(t, w2.Close(context.Background()))
 	})
 }
+
+// An adopter that dies between the store's Adopt and its resume record
+// leaves the window owned, in the store, by a lost owner: the next member
+// adopts it from that owner and decides it like any orphan, in both
+// behaviours (end: owner_lost at once; continue: the idle rule from the
+// window's start, since no checkpoint was taken).
+func TestAWindowWhoseAdopterDiedBeforeItsResumeIsAdoptedAgain(t *testing.T) {
+	for _, cont := range []bool{false, true} {
+		t.Run(fmt.Sprint("continue=", cont), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := newLeaseStore()
+				frozen := clock.NewMock()
+				frozen.Set(time.Now())
+				owner := watchdog.New(watchdog.WithStore(store), watchdog.WithClock(frozen))
+				_, err := owner.Start(context.Background(), "agent", frozen.Now(),
+					watchdog.Policy{WallClock: time.Hour, IdleWindow: 3 * time.Second, SettleChecks: 1, ContinueWhenOwnerLost: cont})
+				require.NoError(t, err)
+				time.Sleep(watchdog.DefaultLeaseTTL + time.Second) // the owner's lease expires
+
+				// A member adopts the window in the store and dies at once.
+				ctx := context.Background()
+				require.NoError(t, store.Heartbeat(ctx, "ghost", watchdog.DefaultLeaseTTL, nil))
+				orphans, err := store.Adopt(ctx, "ghost", 64)
+				require.NoError(t, err)
+				require.Len(t, orphans, 1)
+				ghostSeen := time.Now()
+
+				member := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption())
+				time.Sleep(watchdog.DefaultLeaseTTL + time.Minute)
+				synctest.Wait()
+				evs := load(t, store.MemoryStore, "agent")
+				want := []string{watchdog.KindStart, watchdog.KindResume, watchdog.KindStop}
+				if cont {
+					want = []string{watchdog.KindStart, watchdog.KindResume, watchdog.KindDecision, watchdog.KindCancel}
+				}
+				require.Equal(t, want, kinds(evs))
+				assert.Equal(t, "ghost", evs[1].AdoptedFrom)
+				assert.True(t, ghostSeen.Equal(evs[1].OwnerLastSeen))
+				mm, err := watchdog.Replay(evs)
+				require.NoError(t, err)
+				assert.Empty(t, mm)
+				require.NoError(t, owner.Close(ctx))
+				require.NoError(t, member.Close(ctx))
+			})
+		})
+	}
+}
