@@ -10,9 +10,14 @@
 //     *http.Client, and http.NewRequest: requests without a context (use
 //     http.NewRequestWithContext and Client.Do);
 //   - net.Dial, which has no deadline (use a net.Dialer's DialContext);
-//   - in a function that has a context.Context parameter, a call that passes
-//     context.Background() or context.TODO() where a context goes: the
-//     caller's deadline and the session's verdict never reach it.
+//   - in a function that has a context.Context parameter, or where a
+//     watched session (a *watchdog.Session parameter or local variable) is
+//     in scope, a call that passes context.Background() or context.TODO()
+//     where a context goes: the caller's deadline and the session's verdict
+//     never reach it. Calls of the watchdog library itself (Close, Check,
+//     Start...) are not reported under the session rule: their context is
+//     the caller's to choose, nor is a new context derived from
+//     context.Background() (context.WithTimeout...).
 //
 // A line, or the line above it, with a comment "//watchdog:unbounded
 // <reason>" accepts the call on purpose; the reason is required.
@@ -36,7 +41,7 @@ import (
 // Analyzer reports blocking calls no context can bound.
 var Analyzer = &analysis.Analyzer{
 	Name:     "unbounded",
-	Doc:      "report blocking calls that no context can bound (exec.Command, http.Get, net.Dial, calls on context.Background inside a function that has a context)",
+	Doc:      "report blocking calls that no context can bound (exec.Command, http.Get, net.Dial, calls on context.Background inside a function that has a context or a watched session)",
 	URL:      "https://pkg.go.dev/github.com/sessionwatchdog/watchdog/unbounded",
 	Requires: []*analysis.Analyzer{inspect.Analyzer},
 	Run:      run,
@@ -109,11 +114,15 @@ func run(pass *analysis.Pass) (any, error) {
 			if msg := advice[fn.FullName()]; msg != "" {
 				report(n, n.Lparen, msg)
 			}
-			if len(stack) > 0 && stack[len(stack)-1] {
-				for _, arg := range n.Args {
-					if name := detached(pass, arg); name != "" {
-						report(n, arg.Pos(), name+" where the function has a context: the caller's deadline and the watchdog's verdict never reach this call; pass the context")
-					}
+			hasCtx := len(stack) > 0 && stack[len(stack)-1]
+			for _, arg := range n.Args {
+				name := detached(pass, arg)
+				switch {
+				case name == "":
+				case hasCtx:
+					report(n, arg.Pos(), name+" where the function has a context: the caller's deadline and the watchdog's verdict never reach this call; pass the context")
+				case !ofLibrary(fn) && fn.Pkg() != nil && fn.Pkg().Path() != "context" && sessionInScope(pass, n.Pos()):
+					report(n, arg.Pos(), name+" where a watched session is in scope: its verdict never reaches this call; pass the session's Context()")
 				}
 			}
 		}
@@ -154,6 +163,47 @@ func hasContextParam(pass *analysis.Pass, ft *ast.FuncType) bool {
 		}
 	}
 	return false
+}
+
+// sessionInScope reports whether a variable of type *watchdog.Session (or
+// watchdog.Session) declared in a function is in scope at pos: a
+// parameter, or a local declared before pos.
+func sessionInScope(pass *analysis.Pass, pos token.Pos) bool {
+	pkg := pass.Pkg.Scope()
+	for sc := pkg.Innermost(pos); sc != nil && sc != pkg && sc != types.Universe; sc = sc.Parent() {
+		for _, name := range sc.Names() {
+			v, ok := sc.Lookup(name).(*types.Var)
+			if !ok || !isSession(v.Type()) {
+				continue
+			}
+			if _, obj := sc.LookupParent(name, pos); obj == v { // declared before pos
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ofLibrary reports whether fn is the watchdog library's own (Close, Check,
+// Start...), whose context is the caller's to choose, not the session's.
+func ofLibrary(fn *types.Func) bool {
+	p := fn.Pkg()
+	return p != nil && (p.Path() == libPath || strings.HasPrefix(p.Path(), libPath+"/"))
+}
+
+const libPath = "github.com/sessionwatchdog/watchdog"
+
+// isSession reports whether t is watchdog.Session or a pointer to it.
+func isSession(t types.Type) bool {
+	if p, ok := types.Unalias(t).(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	n, ok := types.Unalias(t).(*types.Named)
+	if !ok {
+		return false
+	}
+	obj := n.Obj()
+	return obj.Pkg() != nil && obj.Pkg().Path() == libPath && obj.Name() == "Session"
 }
 
 func isContext(t types.Type) bool {

@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+
+	"github.com/sessionwatchdog/watchdog"
 )
 
 func tool(ctx context.Context, name string) error { return nil }
@@ -51,4 +53,20 @@ type ctxAlias = context.Context
 
 func withAlias(ctx ctxAlias) {
 	_ = tool(context.TODO(), "alias") // want `context.TODO\(\) where the function has a context`
+}
+
+func withSession(s *watchdog.Session) {
+	_ = tool(s.Context(), "bounded")
+	_ = tool(context.Background(), "search") // want `context.Background\(\) where a watched session is in scope`
+}
+
+func startsASession(w *watchdog.Watchdog) {
+	_ = tool(context.Background(), "before the session: nothing to pass yet")
+	s, _ := w.Start(context.Background(), "agent")          // the session is declared by this statement
+	_ = tool(context.TODO(), "model call")                  // want `context.TODO\(\) where a watched session is in scope`
+	_, _ = w.Start(context.Background(), "another")         // the library's own calls take the caller's context
+	ctx, cancel := context.WithCancel(context.Background()) // a context of its own, derived on purpose
+	defer cancel()
+	_ = tool(ctx, "bounded by its own context")
+	_ = s
 }
