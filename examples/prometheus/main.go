@@ -97,7 +97,7 @@ func main() {
 	srv := &http.Server{Addr: *addr, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
-		_ = srv.Shutdown(context.Background())
+		_ = srv.Shutdown(context.Background()) //watchdog:unbounded ctx has ended: the shutdown waits for the scrapes in progress
 	}()
 	log.Printf("serving http://%s/metrics (Ctrl-C to stop)", *addr)
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {

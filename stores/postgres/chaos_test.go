@@ -220,7 +220,7 @@ func (c *chaos) start(slot int) *member {
 	c.gen++
 	owner := fmt.Sprintf("m%d.%d", slot, c.gen)
 	c.mu.Unlock()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := exec.Command(os.Args[0], "-test.run=^$") //watchdog:unbounded the test kills, stops and waits for its members
 	cmd.Env = append(os.Environ(), envRole+"=member", envTable+"="+c.table, envOwner+"="+owner)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()

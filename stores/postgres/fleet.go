@@ -163,7 +163,7 @@ func (s *Store) Adopt(ctx context.Context, adopter string, limit int) ([]watchdo
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: adopt: %w", err)
 	}
-	defer tx.Rollback(context.Background())
+	defer tx.Rollback(ctx) // a cancelled ctx closes the connection, which rolls back
 	rows, err := tx.Query(ctx, `SELECT w.aggregate_id, w.window_number, w.owner, l.last_seen, w.evidence
 FROM `+s.n.leases+` l JOIN `+s.n.windows+` w ON w.owner = l.owner AND w.open
 WHERE l.expires_at < now() AND l.owner <> $1

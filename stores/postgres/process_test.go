@@ -152,7 +152,7 @@ type child struct {
 
 func startChild(t *testing.T, name, role, table, session string, env ...string) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := exec.Command(os.Args[0], "-test.run=^$") //watchdog:unbounded the test kills and waits for its children
 	cmd.Env = append(os.Environ(), envRole+"="+role, envTable+"="+table, envSession+"="+session)
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr

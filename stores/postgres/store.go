@@ -232,7 +232,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, table string) error {
 	if err != nil {
 		return fmt.Errorf("postgres store: migrate %s: %w", table, err)
 	}
-	defer tx.Rollback(context.Background())
+	defer tx.Rollback(ctx) // a cancelled ctx closes the connection, which rolls back
 	stmts := []string{
 		`SELECT pg_advisory_xact_lock(` + strconv.FormatInt(lockKey("migrate", table), 10) + `)`,
 		`CREATE TABLE IF NOT EXISTS ` + n.table + ` (
@@ -351,7 +351,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 		ready:   make(chan struct{}),
 		subs:    make(map[string]map[*subscription]struct{}),
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.ctx, s.cancel = context.WithCancel(context.Background()) //watchdog:unbounded the store's lifetime (Close), not New's
 	return s, nil
 }
 
@@ -444,7 +444,7 @@ func (s *Store) Append(ctx context.Context, events ...watchdog.Event) error {
 	if err != nil {
 		return fmt.Errorf("postgres store: append: begin: %w", err)
 	}
-	defer tx.Rollback(context.Background())
+	defer tx.Rollback(ctx) // a cancelled ctx closes the connection, which rolls back
 	b := &pgx.Batch{}
 	for _, k := range keys {
 		b.Queue(`SELECT pg_advisory_xact_lock($1)`, k)
@@ -485,10 +485,10 @@ func (s *Store) Append(ctx context.Context, events ...watchdog.Event) error {
 	}
 	switch s.n.classify(err, failed != nil) {
 	case decided:
-		_ = tx.Rollback(context.Background())
+		_ = tx.Rollback(ctx)
 		return s.decidedErr(ctx, *failed, err)
 	case watched:
-		_ = tx.Rollback(context.Background())
+		_ = tx.Rollback(ctx)
 		return s.watchedErr(ctx, *failed)
 	case fence:
 		return fencedErr(*failed, err)
