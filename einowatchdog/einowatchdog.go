@@ -11,20 +11,24 @@
 //
 // An invokable tool runs as watchdog.CallWith(ctx, toolName, limits, ...):
 // its context carries the limits (and a Deadline), and the tool reports
-// progress with watchdog.Progress(ctx, n). A streamable tool's stream runs
-// under the limits until it ends: each chunk is progress, unless the
-// budgets' progress function says it is not (Budgets.Progress: without one,
-// keep-alives and empty chunks keep a stream alive until its cap), and a
-// stall or the cap ends it with the *watchdog.VerdictError as the stream's
-// last error,
-// and the tool's context is cancelled, so that a tool that honours it stops
-// producing. The time the graph takes to read the stream counts too (a reader
-// slower than the tool's idle limit, with 16 chunks buffered, ends it), and a
-// reader that closes the stream early is noticed at the next chunk. Enhanced
-// tools (multimodal results) are guarded the same way. Inside a watched
-// session the calls are tool-call evidence and
-// their overruns are recorded (see watchdog.CallWith); without one they run
-// on real timers.
+// progress with watchdog.Progress(ctx, n).
+//
+// A streamable tool's stream runs under the limits until it ends. Each chunk
+// is progress, unless the budgets' progress function says it is not
+// (Budgets.Progress): without one, keep-alives and empty chunks keep a
+// stream alive until its cap. A stall or the cap ends the stream with the
+// *watchdog.VerdictError as its last error, and cancels the tool's context,
+// so that a tool that honours it stops producing. The time the graph takes
+// to read the stream counts too (a reader slower than the tool's idle limit,
+// with 16 chunks buffered, ends it), and a reader that closes the stream
+// early is noticed at the next chunk. Enhanced tools (multimodal results)
+// are guarded the same way.
+//
+// Inside a watched session the calls are tool-call evidence and their
+// overruns are recorded (see watchdog.CallWith), and with
+// watchdog.WithCallRecords each call's end (a stream's: when it ends) is
+// recorded as runtime.handler.completed; without a session they run on real
+// timers.
 package einowatchdog
 
 import (

@@ -181,3 +181,34 @@ func TestAProgressFunctionThatPanicsEndsTheStreamWithAnError(t *testing.T) {
 		assert.Zero(t, n)
 	})
 }
+
+// With the Watchdog's call records on, a streamable tool call's end is
+// recorded when its stream ends: how long it streamed and its chunks.
+func TestAStreamsEndIsRecordedWhenItEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := watchdog.NewMemoryStore()
+		w := watchdog.New(watchdog.WithStore(store), watchdog.WithCallRecords(10))
+		s, err := w.Start(ctx, "agent", time.Now(), watchdog.Policy{})
+		require.NoError(t, err)
+		sr, err := chain(t, streamable{name: "works", chunks: 10}).Stream(s.Context(), call("works"))
+		require.NoError(t, err)
+		_, err = collect(sr)
+		require.NoError(t, err)
+		require.NoError(t, s.Stop())
+		require.NoError(t, w.Close(ctx))
+		evs, err := store.Load(ctx, "agent")
+		require.NoError(t, err)
+		var done []watchdog.Event
+		for _, e := range evs {
+			if e.Kind == watchdog.KindCallCompleted {
+				done = append(done, e)
+			}
+		}
+		require.Len(t, done, 1)
+		assert.Equal(t, "works", done[0].Handler)
+		assert.Equal(t, "ok", done[0].Reason)
+		assert.Equal(t, 1.0, done[0].MeasureSeconds, "10 chunks 100 ms apart")
+		assert.Equal(t, uint64(10), done[0].ProgressValue)
+	})
+}
