@@ -11,22 +11,30 @@
 //
 // An invokable tool runs as watchdog.CallWith(ctx, toolName, limits, ...):
 // its context carries the limits (and a Deadline), and the tool reports
-// progress with watchdog.Progress(ctx, n). A streamable tool's stream runs
-// under the limits until it ends: each chunk is progress, a stall or the
-// cap ends it with the *watchdog.VerdictError as the stream's last error,
-// and the tool's context is cancelled, so that a tool that honours it stops
-// producing. The time the graph takes to read the stream counts too (a reader
-// slower than the tool's idle limit, with 16 chunks buffered, ends it), and a
-// reader that closes the stream early is noticed at the next chunk. Enhanced
-// tools (multimodal results) are guarded the same way. Inside a watched
-// session the calls are tool-call evidence and
-// their overruns are recorded (see watchdog.CallWith); without one they run
-// on real timers.
+// progress with watchdog.Progress(ctx, n).
+//
+// A streamable tool's stream runs under the limits until it ends. Each chunk
+// is progress, unless the budgets' progress function says it is not
+// (Budgets.Progress): without one, keep-alives and empty chunks keep a
+// stream alive until its cap. A stall or the cap ends the stream with the
+// *watchdog.VerdictError as its last error, and cancels the tool's context,
+// so that a tool that honours it stops producing. The time the graph takes
+// to read the stream counts too (a reader slower than the tool's idle limit,
+// with 16 chunks buffered, ends it), and a reader that closes the stream
+// early is noticed at the next chunk. Enhanced tools (multimodal results)
+// are guarded the same way.
+//
+// Inside a watched session the calls are tool-call evidence and their
+// overruns are recorded (see watchdog.CallWith), and with
+// watchdog.WithCallRecords each call's end (a stream's: when it ends) is
+// recorded as runtime.handler.completed; without a session they run on real
+// timers.
 package einowatchdog
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync/atomic"
 
@@ -36,7 +44,9 @@ import (
 	"github.com/sessionwatchdog/watchdog"
 )
 
-// Budgets are the limits of tool calls, by tool name.
+// Budgets are the limits of tool calls, by tool name, and what counts as
+// progress of a streamable tool. The zero value has no limits: every call
+// fails (see Default).
 type Budgets struct {
 	// Default is the limits of a tool that is not in Tools. A tool call
 	// with no limits (a zero Cap) fails with an error wrapping
@@ -44,6 +54,34 @@ type Budgets struct {
 	Default watchdog.CallLimits
 	// Tools are the limits of each named tool.
 	Tools map[string]watchdog.CallLimits
+	// Progress says whether a chunk of the streamable tool named tool is
+	// progress: only a chunk that is refreshes the call's idle limit, counts
+	// in the progress its deadline record keeps, and is evidence on the
+	// session. Every chunk is passed on to the reader either way. nil means
+	// every chunk is progress, so a tool that sends keep-alives or empty
+	// chunks keeps itself alive until its cap. It is called once per chunk,
+	// in order, while the call runs, and concurrently for calls that run at
+	// once. A panic in it ends the stream with an error naming the tool.
+	Progress func(tool, chunk string) bool
+	// EnhancedProgress is Progress for enhanced streamable tools, whose
+	// chunks are *schema.ToolResult. nil means every chunk is progress.
+	EnhancedProgress func(tool string, chunk *schema.ToolResult) bool
+}
+
+// progress returns the progress function of the tool named name, from f
+// (nil if f is): a panic in f is its error.
+func progress[T any](f func(string, T) bool, name string) func(T) (bool, error) {
+	if f == nil {
+		return nil
+	}
+	return func(c T) (ok bool, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("einowatchdog: the progress function of tool %q panicked: %v", name, p)
+			}
+		}()
+		return f(name, c), nil
+	}
 }
 
 func (b *Budgets) limits(name string) watchdog.CallLimits {
@@ -54,7 +92,8 @@ func (b *Budgets) limits(name string) watchdog.CallLimits {
 }
 
 // Middleware returns the tool-call middleware that runs every invokable and
-// streamable tool call under its tool's limits (the map is copied).
+// streamable tool call under its tool's limits (the map is copied). It is
+// safe for concurrent tool calls.
 func Middleware(b Budgets) compose.ToolMiddleware {
 	tools := make(map[string]watchdog.CallLimits, len(b.Tools))
 	for k, v := range b.Tools {
@@ -69,7 +108,7 @@ func Middleware(b Budgets) compose.ToolMiddleware {
 		},
 		Streamable: func(next compose.StreamableToolEndpoint) compose.StreamableToolEndpoint {
 			return func(ctx context.Context, in *compose.ToolInput) (*compose.StreamToolOutput, error) {
-				sr, err := guardStream(ctx, in, b.limits(in.Name), func(ctx context.Context) (*schema.StreamReader[string], error) {
+				sr, err := guardStream(ctx, in, b.limits(in.Name), progress(b.Progress, in.Name), func(ctx context.Context) (*schema.StreamReader[string], error) {
 					out, err := next(ctx, in)
 					if err != nil || out == nil {
 						return nil, err
@@ -89,7 +128,7 @@ func Middleware(b Budgets) compose.ToolMiddleware {
 		},
 		EnhancedStreamable: func(next compose.EnhancedStreamableToolEndpoint) compose.EnhancedStreamableToolEndpoint {
 			return func(ctx context.Context, in *compose.ToolInput) (*compose.EnhancedStreamableToolOutput, error) {
-				sr, err := guardStream(ctx, in, b.limits(in.Name), func(ctx context.Context) (*schema.StreamReader[*schema.ToolResult], error) {
+				sr, err := guardStream(ctx, in, b.limits(in.Name), progress(b.EnhancedProgress, in.Name), func(ctx context.Context) (*schema.StreamReader[*schema.ToolResult], error) {
 					out, err := next(ctx, in)
 					if err != nil || out == nil {
 						return nil, err
@@ -127,7 +166,9 @@ type item[T any] struct {
 // guardStream runs a streamable tool call and its stream under l: the call
 // lasts until the stream ends. The caller reads a stream of its own, fed by
 // the call, so that a stall ends it even while the tool's stream blocks.
-func guardStream[T any](ctx context.Context, in *compose.ToolInput, l watchdog.CallLimits, open func(context.Context) (*schema.StreamReader[T], error)) (*schema.StreamReader[T], error) {
+// isProgress says whether a chunk is progress (nil: every chunk is); its
+// error ends the stream.
+func guardStream[T any](ctx context.Context, in *compose.ToolInput, l watchdog.CallLimits, isProgress func(T) (bool, error), open func(context.Context) (*schema.StreamReader[T], error)) (*schema.StreamReader[T], error) {
 	out, w := schema.Pipe[T](16)
 	var zero T
 	opened := make(chan error, 1) // the endpoint's error, or nil once the stream flows
@@ -170,8 +211,16 @@ func guardStream[T any](ctx context.Context, in *compose.ToolInput, l watchdog.C
 						w.Send(zero, it.err)
 						return nil
 					}
-					n++
-					watchdog.Progress(cctx, n)
+					counts := true
+					if isProgress != nil {
+						if counts, err = isProgress(it.chunk); err != nil {
+							return err
+						}
+					}
+					if counts {
+						n++
+						watchdog.Progress(cctx, n)
+					}
 					if w.Send(it.chunk, nil) {
 						return nil // the reader closed its stream
 					}

@@ -46,13 +46,14 @@ func (t invokable) InvokableRun(ctx context.Context, _ string, _ ...tool.Option)
 	return "done", nil
 }
 
-// streamable is a streamable tool that sends chunks 100 ms apart, then
-// ends, or stalls (sends nothing more and never closes its stream, until
-// its context ends).
+// streamable is a streamable tool that sends chunks ("x") 100 ms apart,
+// then ends, or stalls (sends nothing more and never closes its stream,
+// until its context ends), or keeps sending chunks ("x") or keep-alives
+// (empty chunks) 100 ms apart until its context ends.
 type streamable struct {
 	name   string
 	chunks int
-	stall  bool
+	then   string // "" (end), "stall", "chunks" or "keep-alives"
 }
 
 func (t streamable) Info(context.Context) (*schema.ToolInfo, error) {
@@ -63,18 +64,22 @@ func (t streamable) StreamableRun(ctx context.Context, _ string, _ ...tool.Optio
 	r, w := schema.Pipe[string](0)
 	go func() {
 		defer w.Close()
-		for range t.chunks {
+		for i := 0; i < t.chunks || t.then == "chunks" || t.then == "keep-alives"; i++ {
 			select {
 			case <-time.After(100 * time.Millisecond):
 			case <-ctx.Done():
-				return
+				return // a tool that honours its context stops when the guard gives up
 			}
-			if w.Send("x", nil) {
+			chunk := "x"
+			if i >= t.chunks && t.then == "keep-alives" {
+				chunk = ""
+			}
+			if w.Send(chunk, nil) {
 				return
 			}
 		}
-		if t.stall {
-			<-ctx.Done() // a tool that honours its context stops when the guard gives up
+		if t.then == "stall" {
+			<-ctx.Done()
 		}
 	}()
 	return r, nil
@@ -85,11 +90,18 @@ var budgets = einowatchdog.Budgets{
 	Tools:   map[string]watchdog.CallLimits{"endless": {Cap: time.Second, Idle: 300 * time.Millisecond}},
 }
 
-// chain is a real eino graph: a tools node with the middleware.
+// chain is a real eino graph: a tools node with the middleware, under
+// budgets.
 func chain(t *testing.T, tools ...tool.BaseTool) compose.Runnable[*schema.Message, []*schema.Message] {
 	t.Helper()
+	return chainWith(t, budgets, tools...)
+}
+
+// chainWith is chain under b.
+func chainWith(t *testing.T, b einowatchdog.Budgets, tools ...tool.BaseTool) compose.Runnable[*schema.Message, []*schema.Message] {
+	t.Helper()
 	ctx := context.Background()
-	tn, err := compose.NewToolNode(ctx, &compose.ToolsNodeConfig{Tools: tools, ToolCallMiddlewares: []compose.ToolMiddleware{einowatchdog.Middleware(budgets)}})
+	tn, err := compose.NewToolNode(ctx, &compose.ToolsNodeConfig{Tools: tools, ToolCallMiddlewares: []compose.ToolMiddleware{einowatchdog.Middleware(b)}})
 	require.NoError(t, err)
 	r, err := compose.NewChain[*schema.Message, []*schema.Message]().AppendToolsNode(tn).Compile(ctx)
 	require.NoError(t, err)
@@ -162,7 +174,7 @@ func TestStreamableToolsUnderTheMiddleware(t *testing.T) {
 	t.Run("a stream that stalls ends with the idle verdict", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			begin := time.Now()
-			sr, err := chain(t, streamable{name: "stalls", chunks: 3, stall: true}).Stream(context.Background(), call("stalls"))
+			sr, err := chain(t, streamable{name: "stalls", chunks: 3, then: "stall"}).Stream(context.Background(), call("stalls"))
 			require.NoError(t, err)
 			_, err = collect(sr)
 			assert.Equal(t, "handler_idle", verdict(t, err).Rule)

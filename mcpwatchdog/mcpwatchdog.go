@@ -9,19 +9,49 @@
 //	client := mcp.NewClient(impl, &mcp.ClientOptions{ProgressNotificationHandler: g.ProgressHandler(nil)})
 //	client.AddSendingMiddleware(g.Middleware())
 //
-// Each tools/call then runs as watchdog.CallWith(ctx, toolName, limits, ...):
-// inside a watched session (ctx derives from Session.Context) the call is
-// tool-call evidence on the session (ChannelMCPTool, at its start, at each
-// advancing progress and at its end), the idle rule of the session waits for
-// it, and an overrun is recorded as a runtime.handler.deadline_exceeded event
-// (rule handler_idle or handler_deadline, with the last progress); without a
-// session it runs on real timers. On a verdict the call's context is
-// cancelled: the SDK then returns at once with the context's error (which
-// CallWith turns into the *watchdog.VerdictError) and sends the server a
+// Each tools/call then runs as watchdog.CallWith(ctx, toolName, limits, ...).
+// Inside a watched session (ctx derives from Session.Context):
+//
+//   - the call is tool-call evidence on the session (ChannelMCPTool) at its
+//     start, at each progress notification whose value advances, and at its
+//     end; a notification that repeats the last value is not evidence;
+//   - the session's idle rule waits for the call while it runs;
+//   - an overrun is recorded as a runtime.handler.deadline_exceeded event
+//     (rule handler_idle or handler_deadline, with the last progress);
+//   - a call running at a session verdict is listed in the verdict's
+//     calls_in_flight, with its start, limits and last progress;
+//   - with watchdog.WithCallRecords on the Watchdog, each call's end is
+//     recorded as a runtime.handler.completed event: the tool's name, how it
+//     ended ("ok", "error", or the deadline's reason), how long it ran (its
+//     start is the event's instant minus that) and its last progress.
+//
+// A progress value is recorded as its float64's bits (math.Float64frombits
+// reads it back). Without a session the call runs on real timers and
+// nothing is recorded.
+//
+// # Cancelling a call, and the handler grace
+//
+// On a verdict the call's context is cancelled. By default (go-sdk v1.8.0,
+// the version this module requires) the SDK then
+// retires the call and returns at once with the context's error (which
+// CallWith turns into the *watchdog.VerdictError), and sends the server its
 // notifications/cancelled message in the background, bounded by the SDK's
-// own 5 s timeout. That delay never holds the caller: the handler grace
-// period (Policy.HandlerGrace) only matters if the SDK call itself ignored
-// its context, which it does not.
+// own 5 s timeout: a slow or unresponsive peer does not hold the caller.
+//
+// With MCPGODEBUG=blockingcancelnotify=1 in the environment (the SDK reads
+// it once, at start-up), the SDK instead holds the cancelled call until that
+// notification is delivered, for up to the same 5 s. The caller then gets
+// the verdict up to 5 s after it was decided, and the handler grace
+// (Policy.HandlerGrace: how long a call may take to return after its
+// deadline, default 5 s, as long as the SDK's timeout) may run out first: the
+// call is then recorded as abandoned (runtime.handler.abandoned, counted in
+// Watchdog.Stats().AbandonedHandlers) although the SDK's goroutine returns
+// when its 5 s end. With that setting, set HandlerGrace above 5 s (6 s, say)
+// so that a peer that is slow to take the notification is not taken for a
+// call that ignores its context; a shorter grace returns the verdict to the
+// caller sooner, at the cost of the abandoned record. Without a session the
+// grace is 5 s and cannot be set: the caller gets the verdict at most 5 s
+// late.
 package mcpwatchdog
 
 import (
@@ -159,7 +189,10 @@ func (g *Guard) Middleware() mcp.Middleware {
 // mcp.ClientOptions): a progress notification of a guarded tool call is
 // progress of that call (watchdog.Progress) when its value exceeds every
 // value before it, so a server that repeats the same value keeps nothing
-// alive. next, if not nil, is called with every notification.
+// alive: only a value that advances refreshes the call's idle limit and is
+// evidence on the session's tool channel. A value that is not positive and
+// finite is never progress. next, if not nil, is called with every
+// notification.
 func (g *Guard) ProgressHandler(next func(context.Context, *mcp.ProgressNotificationClientRequest)) func(context.Context, *mcp.ProgressNotificationClientRequest) {
 	return func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
 		if req != nil && req.Params != nil && req.Params.Progress > 0 && !math.IsInf(req.Params.Progress, 0) {
