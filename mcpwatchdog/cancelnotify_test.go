@@ -87,7 +87,7 @@ func TestTheCancelNotificationDoesNotHoldTheCallerByDefault(t *testing.T) {
 // it set.
 func TestABlockingCancelNotificationHoldsTheCallerUpToItsTimeout(t *testing.T) {
 	if !strings.Contains(os.Getenv("MCPGODEBUG"), blockingCancelNotify) {
-		cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
 		cmd.Env = append(os.Environ(), "MCPGODEBUG="+blockingCancelNotify)
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "%s", out)
