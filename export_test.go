@@ -31,3 +31,8 @@ func SetMaxQueued(n int) (restore func()) {
 	maxQueued = n
 	return func() { maxQueued = old }
 }
+
+// SetArmHook installs f, called with the timer's lock held each time the
+// real clock's timer is armed, between the store of the instant it is armed
+// for and the timer's reset. Call it before the first Start.
+func SetArmHook(w *Watchdog, f func()) { w.armHook = f }

@@ -115,12 +115,20 @@ func (w *Watchdog) arm(due int64, sched bool) {
 	if w.rt != nil {
 		w.timerMu.Lock()
 		if due < w.armedAt.Load() || (sched && w.armedAt.Load() == math.MaxInt64) {
+			// armedAt before the timer: a pass the timer starts at once
+			// (the scheduler goroutine sets MaxInt64 without timerMu)
+			// then comes after this store. The other order could leave
+			// the instant of a deadline already handled here, and no
+			// later deadline would arm the timer again.
+			w.armedAt.Store(due)
+			if w.armHook != nil {
+				w.armHook()
+			}
 			d := w.delay(due)
 			w.rt.Reset(d)
 			if w.bs != nil {
 				w.bs.Arm(d)
 			}
-			w.armedAt.Store(due)
 		}
 		w.timerMu.Unlock()
 		return

@@ -68,6 +68,7 @@ type Watchdog struct {
 	rt        *time.Timer        // the real clock's one timer (nil for other clocks); its channel wakes the scheduler
 	bs        *backstop.Backstop // rt's backstop (nil for other clocks and off Linux)
 	armedAt   atomic.Int64       // the instant the timer is armed for; MaxInt64 while unarmed or in a pass
+	armHook   func()             // tests: called between armedAt's store and the timer's reset
 	schedDone chan struct{}      // closed when the scheduler goroutine returns
 	yielded   atomic.Int64       // the armed instant the recorder last yielded for (see schedulerOverdue)
 
