@@ -26,7 +26,9 @@ import (
 // The store fences writes: an event of a window another owner holds (it
 // adopted the window, or resumed it after this owner's lease expired) is
 // refused with an error wrapping ErrAlreadyWatched, and the Watchdog stops
-// watching that session (its context ends with that error). A resume by
+// watching that session (its context ends with that error). In AppendEach,
+// the later events of that window in the batch are refused the same way
+// (a fire's cancel is never recorded without its decision). A resume by
 // another owner of a window whose owner's lease is live is refused the same
 // way. Each method must be safe for concurrent use; the Watchdog calls them
 // off its scheduler, bounded by a context.
@@ -327,12 +329,31 @@ func (w *Watchdog) sweep(within time.Duration) {
 // reason owner_lost) under the window's recorded policy, then ends the
 // window at once (stop reason owner_lost) unless the policy says to
 // continue watching it.
+//
+// The store may hand back a window this Watchdog still knows: one it
+// watched while its lease lapsed (a long pause), which an adopter took over
+// and died before recording anything. While the session is still here, or
+// while this Watchdog has events of the window the store has not judged
+// yet (it may refuse them: fenced while the other owner held the window),
+// the window is looked at again at each sweep until the store records its
+// end or it can be adopted: never left owned here and watched by nobody.
 func (w *Watchdog) adoptOrphan(o Orphan) {
+	w.mu.Lock()
+	local := w.sessions.Get(o.SessionID) != nil
+	w.mu.Unlock()
+	if local {
+		w.fleet.retry = append(w.fleet.retry, o)
+		return
+	}
 	ctx, cancel := context.WithTimeout(w.fleet.ctx, w.fleet.ttl)
 	defer cancel()
 	s, err := w.resume(ctx, o.SessionID, Policy{}, &o)
 	if err != nil {
-		if !errors.Is(err, errNotOpen) && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrAlreadyWatched) {
+		if errors.Is(err, errPending) || errors.Is(err, ErrAlreadyWatched) {
+			w.fleet.retry = append(w.fleet.retry, o)
+			return
+		}
+		if !errors.Is(err, errNotOpen) && !errors.Is(err, ErrClosed) {
 			w.log.Error("watchdog: adopting a window failed; retried at the next sweep",
 				zap.String("session_id", o.SessionID), zap.Int("window", o.Window), zap.String("from", o.Owner), zap.Error(err))
 			w.fleet.retry = append(w.fleet.retry, o)
@@ -355,6 +376,10 @@ func (w *Watchdog) adoptOrphan(o Orphan) {
 
 // errNotOpen: an orphan whose window ended meanwhile (nothing to adopt).
 var errNotOpen = errors.New("the window is not open")
+
+// errPending: an orphan of which this Watchdog has events the store has not
+// judged yet.
+var errPending = errors.New("the window has events not recorded yet")
 
 // disown stops watching session id's window after the store fenced one of
 // its events (another owner holds the window): the session leaves the

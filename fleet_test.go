@@ -33,6 +33,7 @@ type leaseStore struct {
 	ended    map[string]bool                     // "id/window" -> it has a terminal event
 	evidence map[string][]watchdog.EvidenceEntry // "id/window" -> its last checkpoint
 	failLoad int                                 // Loads to fail
+	gate     chan struct{}                       // if set, a fenced Append returns once it is closed
 }
 
 func newLeaseStore() *leaseStore {
@@ -89,7 +90,11 @@ func (l *leaseStore) Append(ctx context.Context, evs ...watchdog.Event) error {
 		if e.Kind == watchdog.KindResume && !e.OpensWindow && !l.alive(cur) {
 			continue
 		}
+		gate := l.gate
 		l.lmu.Unlock()
+		if gate != nil { // judged now, answered later
+			<-gate
+		}
 		return fmt.Errorf("%w: session %s window %d is owned by %s", watchdog.ErrAlreadyWatched, e.AggregateID, e.Window, cur)
 	}
 	l.lmu.Unlock()
@@ -371,4 +376,63 @@ func TestAWindowWhoseAdopterDiedBeforeItsResumeIsAdoptedAgain(t *testing.T) {
 			})
 		})
 	}
+}
+
+// An owner whose lease lapsed while it was paused still watches its window;
+// a member adopted the window meanwhile and died before recording
+// anything. The owner's verdict is fenced (the dead member held the window
+// when the store judged it), and the owner's own sweep hands the window
+// back to it while that refusal is still on its way: the owner looks at the
+// window again at its next sweep and ends it (owner_lost) once its refused
+// verdict is gone, rather than leaving it owned and watched by nobody.
+func TestAnOwnerThatGetsItsWindowBackWhileItsVerdictIsFencedStillEndsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newLeaseStore()
+		mock := clock.NewMock()
+		mock.Set(time.Now())
+		ctx := context.Background()
+		owner := watchdog.New(watchdog.WithStore(store), watchdog.WithClock(mock), watchdog.WithAdoption())
+		// Due between the owner's sweeps (one a second on its clock).
+		_, err := owner.Start(ctx, "agent", mock.Now(), watchdog.Policy{WallClock: 3500 * time.Millisecond})
+		require.NoError(t, err)
+		for range 3 { // heartbeats and sweeps on the owner's clock: a live owner
+			mock.Add(time.Second)
+			synctest.Wait()
+		}
+		// The owner pauses (its clock stands still) past its lease; a member
+		// adopts its window in the store and dies at once.
+		time.Sleep(watchdog.DefaultLeaseTTL + time.Second)
+		require.NoError(t, store.Heartbeat(ctx, "ghost", time.Second, nil))
+		orphans, err := store.Adopt(ctx, "ghost", 64)
+		require.NoError(t, err)
+		require.Len(t, orphans, 1)
+		time.Sleep(2 * time.Second) // the ghost's lease expires
+
+		// The owner wakes up at its deadline: its verdict is judged against
+		// the ghost's hold, and the answer is held back.
+		gate := make(chan struct{})
+		store.lmu.Lock()
+		store.gate = gate
+		store.lmu.Unlock()
+		mock.Add(500 * time.Millisecond) // the wall clock fires
+		synctest.Wait()
+		mock.Add(500 * time.Millisecond) // a sweep hands the window back to the owner
+		synctest.Wait()
+		assert.Equal(t, []string{watchdog.KindStart}, kinds(load(t, store.MemoryStore, "agent")))
+		store.lmu.Lock()
+		store.gate = nil
+		store.lmu.Unlock()
+		close(gate) // the verdict is refused: fenced
+		synctest.Wait()
+		for range 3 { // the next sweeps
+			mock.Add(time.Second)
+			synctest.Wait()
+		}
+		require.NoError(t, owner.Check(ctx))
+		evs := load(t, store.MemoryStore, "agent")
+		require.Equal(t, []string{watchdog.KindStart, watchdog.KindResume, watchdog.KindStop}, kinds(evs))
+		assert.Equal(t, "ghost", evs[1].AdoptedFrom)
+		assert.Equal(t, watchdog.StopOwnerLost, evs[2].Reason)
+		require.NoError(t, owner.Close(ctx))
+	})
 }

@@ -165,10 +165,18 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 		return nil, err
 	}
 	window, fresh := decide.ResumeWindow(last, ended)
-	if adopted != nil && (fresh || window != adopted.Window) {
+	if adopted != nil && (fresh || window != adopted.Window || pendingIn(pending, adopted.Window)) {
+		err := errNotOpen
+		if !endedIn(loaded, adopted.Window) && pendingIn(pending, adopted.Window) {
+			// This Watchdog's events of the window, made while it held
+			// it before, are not judged yet: the store records or refuses
+			// them (fenced while another owner held the window) before
+			// the adoption is looked at again.
+			err = errPending
+		}
 		w.release(s)
-		s.cancel(errNotOpen)
-		return nil, errNotOpen
+		s.cancel(err)
+		return nil, err
 	}
 	if window > math.MaxInt32 {
 		w.release(s)
@@ -208,6 +216,26 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 		return nil, err
 	}
 	return s, nil
+}
+
+// pendingIn reports whether evs hold an event of window.
+func pendingIn(evs []Event, window int) bool {
+	for i := range evs {
+		if evs[i].Window == window {
+			return true
+		}
+	}
+	return false
+}
+
+// endedIn reports whether evs hold a terminal event of window.
+func endedIn(evs []Event, window int) bool {
+	for i := range evs {
+		if evs[i].Window > window || evs[i].Window == window && evs[i].Terminal() {
+			return true
+		}
+	}
+	return false
 }
 
 // carried is what an open window's records say of its evidence, for a

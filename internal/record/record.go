@@ -609,7 +609,8 @@ func (r *Recorder[T, E]) appendCall(c *call[E], final bool) {
 
 // store calls the store for c's events: AppendEach once, or Append once
 // per event, skipping the later events of a lane whose append failed for
-// a transient reason (they get its error). A panic is turned into an error for the events it
+// a transient reason, and the later events of an item refused for good
+// (they get its error). A panic is turned into an error for the events it
 // left without a result (a transient failure: they are retried, and Close
 // names them if they never go through).
 func (r *Recorder[T, E]) store(c *call[E]) {
@@ -651,6 +652,12 @@ func (r *Recorder[T, E]) store(c *call[E]) {
 				c.errs[i] = c.errs[j]
 				break
 			}
+		}
+		if c.errs[i] == nil && i > 0 && len(c.slots) == len(c.events) && c.slots[i-1] == c.slots[i] &&
+			c.errs[i-1] != nil && r.c.Classify(c.errs[i-1]) != Retry {
+			// An item refused for good is refused whole: its later events
+			// (a fire's cancel, after its decision) get the same refusal.
+			c.errs[i] = c.errs[i-1]
 		}
 		if c.errs[i] == nil {
 			c.one[0] = c.events[i]

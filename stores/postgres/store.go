@@ -636,8 +636,11 @@ func (s *Store) explainSkipped(ctx context.Context, events []watchdog.Event, err
 
 // appendEachAlone appends the events at the given indexes one per
 // transaction, in order, after the database refused their batch for good:
-// only the event at fault is refused. After a transient failure the later
-// events of the same session get that failure without being tried.
+// only the event at fault is refused. After a transient failure, or a
+// fence (another owner holds the window), the later events of the same
+// session get that error without being tried: a fire's cancel is never
+// recorded without its decision, should the window change hands between
+// the two.
 func (s *Store) appendEachAlone(ctx context.Context, events []watchdog.Event, errs []error, at []int) []error {
 	var retry map[string]error
 	for _, i := range at {
