@@ -36,12 +36,17 @@ func (s *sliceStream) Close() error {
 	return nil
 }
 
-// Guard wraps any stream with Next, Current, Err and Close (openai-go's
-// and anthropic-sdk-go's among them). A ping is not progress, so the
-// stream that stalls after it is closed 100 ms after its last real chunk.
+// Guard opens and wraps any stream with Next, Current, Err and Close
+// (openai-go's and anthropic-sdk-go's among them), opened on the guard's
+// context so that a server that holds back its headers is bounded too. A
+// ping is not progress, so the stream that stalls after it is closed
+// 100 ms after its last real chunk.
 func ExampleGuard() {
-	raw := &sliceStream{chunks: []chunk{{"Hel"}, {"lo"}, {""}}, closed: make(chan struct{})}
-	s := stream.Guard(context.Background(), "llm", stream.Iterator[chunk](raw),
+	open := func(ctx context.Context) stream.Iterator[chunk] {
+		// With an SDK: return client.Chat.Completions.NewStreaming(ctx, params)
+		return &sliceStream{chunks: []chunk{{"Hel"}, {"lo"}, {""}}, closed: make(chan struct{})}
+	}
+	s := stream.Guard(context.Background(), "llm", open,
 		stream.Limits{Idle: 100 * time.Millisecond, Cap: time.Minute},
 		func(c chunk) bool { return c.text != "" }) // pings and empty deltas are not progress
 	defer s.Close()

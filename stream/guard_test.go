@@ -104,7 +104,7 @@ func TestAStreamThatStallsAfterSomeChunksIsClosedAndReportsErrStalled(t *testing
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
 		f := newFakeStream(every(3, time.Second, chunk{"tok"}), true)
-		s := stream.Guard(context.Background(), "llm", stream.Iterator[chunk](f), stream.Limits{FirstChunk: time.Minute, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
+		s := stream.Guard(context.Background(), "llm", opened(f), stream.Limits{FirstChunk: time.Minute, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
 		texts, at := drain(s)
 		assert.Len(t, texts, 3)
 		assert.Equal(t, 3*time.Second+5*time.Second, at.Sub(begin), "5 s after the last chunk: the first-chunk limit is over")
@@ -131,7 +131,7 @@ func TestPingsWithoutContentDoNotKeepAStreamAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
 		f := newFakeStream(every(100, 900*time.Millisecond, chunk{""}), false)
-		s := stream.Guard(context.Background(), "llm", stream.Iterator[chunk](f), stream.Limits{FirstChunk: 10 * time.Second, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
+		s := stream.Guard(context.Background(), "llm", opened(f), stream.Limits{FirstChunk: 10 * time.Second, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
 		texts, at := drain(s)
 		assert.Len(t, texts, 11, "the pings are passed on until the stall")
 		assert.Equal(t, 10*time.Second, at.Sub(begin))
@@ -148,7 +148,7 @@ func TestAModelThatThinksBeforeItsFirstChunkHasTheFirstChunkLimit(t *testing.T) 
 	synctest.Test(t, func(t *testing.T) {
 		script := append([]step{{50 * time.Second, chunk{"first"}}}, every(10, time.Second, chunk{"tok"})...)
 		f := newFakeStream(script, false)
-		s := stream.Guard(context.Background(), "llm", stream.Iterator[chunk](f), stream.Limits{FirstChunk: time.Minute, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
+		s := stream.Guard(context.Background(), "llm", opened(f), stream.Limits{FirstChunk: time.Minute, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
 		texts, _ := drain(s)
 		assert.Len(t, texts, 11)
 		require.NoError(t, s.Err())
@@ -163,7 +163,7 @@ func TestTheCapEndsAStreamThatKeepsProgressing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
 		f := newFakeStream(every(1000, time.Second, chunk{"tok"}), false)
-		s := stream.Guard(context.Background(), "llm", stream.Iterator[chunk](f), stream.Limits{Idle: 5 * time.Second, Cap: 30 * time.Second}, isProgress)
+		s := stream.Guard(context.Background(), "llm", opened(f), stream.Limits{Idle: 5 * time.Second, Cap: 30 * time.Second}, isProgress)
 		_, at := drain(s)
 		assert.Equal(t, 30*time.Second, at.Sub(begin))
 		err := s.Err()
@@ -178,7 +178,7 @@ func TestTheCapEndsAStreamThatKeepsProgressing(t *testing.T) {
 func TestAGuardWithoutACapRefusesToStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeStream(nil, false)
-		s := stream.Guard(context.Background(), "llm", stream.Iterator[chunk](f), stream.Limits{Idle: time.Second}, nil)
+		s := stream.Guard(context.Background(), "llm", opened(f), stream.Limits{Idle: time.Second}, nil)
 		assert.False(t, s.Next())
 		require.ErrorIs(t, s.Err(), watchdog.ErrInvalidArgument)
 		require.NoError(t, s.Close())
@@ -239,7 +239,8 @@ func TestReaderClosesAStalledBodyAndReturnsErrStalled(t *testing.T) {
 			// then silent, never closed
 		}()
 		begin := time.Now()
-		r := stream.Reader(context.Background(), "body", pr, stream.Limits{Idle: 5 * time.Second, Cap: time.Hour})
+		r, err := stream.Reader(context.Background(), "body", openedBody(pr), stream.Limits{Idle: 5 * time.Second, Cap: time.Hour}, nil)
+		require.NoError(t, err)
 		got, err := io.ReadAll(r)
 		assert.Len(t, got, 30)
 		require.ErrorIs(t, err, stream.ErrStalled)
@@ -260,7 +261,7 @@ func TestAGuardInASessionRecordsTheStallWithItsLastProgress(t *testing.T) {
 	sess, err := w.Start(context.Background(), "agent", mock.Now(), watchdog.Policy{})
 	require.NoError(t, err)
 	f := &pushStream{ch: make(chan chunk), closed: make(chan struct{})}
-	s := stream.Guard(sess.Context(), "llm", stream.Iterator[chunk](f), stream.Limits{Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
+	s := stream.Guard(sess.Context(), "llm", opened(f), stream.Limits{Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
 	got, seen := make(chan int), make(chan struct{})
 	go func() {
 		n := 0
