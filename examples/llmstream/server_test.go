@@ -21,9 +21,9 @@ import (
 type scenario struct {
 	headers time.Duration
 	think   time.Duration
-	chunks []string
-	gap    time.Duration
-	then   string // "end", "stall" or "ping"
+	chunks  []string
+	gap     time.Duration
+	then    string // "end", "stall" or "ping"
 }
 
 // server is a local server that speaks the streaming APIs of OpenAI
