@@ -136,3 +136,43 @@ func TestReaderCapEndsABodyThatKeepsProgressing(t *testing.T) {
 		require.NoError(t, r.Close())
 	})
 }
+
+// In a session, a Reader with a progress function records the progress
+// lines as the call's progress: the deadline event of its stall counts the
+// data lines, not the pings nor the bytes.
+func TestReaderInASessionRecordsProgressLinesNotBytes(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(store))
+	defer w.Close(context.Background())
+	sess, err := w.Start(context.Background(), "agent", mock.Now(), watchdog.Policy{})
+	require.NoError(t, err)
+	pr, pw := io.Pipe()
+	r, err := stream.Reader(sess.Context(), "sse", openedBody(pr), stream.Limits{Idle: 5 * time.Second, Cap: time.Hour}, sseProgress)
+	require.NoError(t, err)
+	done := make(chan error)
+	go func() {
+		_, err := io.Copy(io.Discard, r)
+		done <- err
+	}()
+	for _, s := range []string{"data: a\n\ndata: b\n\n", ": ping\n\n", "data:\n\n"} {
+		require.NoError(t, advanceMock(mock, time.Second, w))
+		_, err := pw.Write([]byte(s)) // returns once the guard has read it
+		require.NoError(t, err)
+	}
+	require.NoError(t, advanceMock(mock, 5*time.Second, w))
+	require.ErrorIs(t, <-done, stream.ErrStalled)
+	require.NoError(t, r.Close())
+	require.NoError(t, w.Check(context.Background()))
+	evs, err := store.Load(context.Background(), "agent")
+	require.NoError(t, err)
+	var found bool
+	for _, e := range evs {
+		if e.Kind == watchdog.KindHandlerDeadline {
+			found = true
+			assert.Equal(t, "handler_idle", e.Rule)
+			assert.Equal(t, uint64(2), e.ProgressValue, "two data lines with content")
+		}
+	}
+	assert.True(t, found)
+}
