@@ -100,7 +100,9 @@ func (r *reader) Read(p []byte) (int, error) {
 		}
 	}
 	if err != nil {
-		if r.g.stopped.Load() {
+		// A body read on the guard's context may fail with the context's
+		// error before the guard has said why it ended it: wait for it.
+		if r.g.stopped.Load() || r.g.ctx.Err() != nil {
 			if gerr := r.g.finish(); gerr != nil {
 				return n, gerr
 			}
