@@ -31,7 +31,9 @@
 // Watchdog and clock when ctx belongs to a watched session (so tests drive it
 // with the mock clock), on real timers otherwise. Per progress chunk it costs
 // a watchdog.Progress call: no allocation, no timer reset, and no clock read
-// inside a session (one monotonic clock read outside one).
+// inside a session (one monotonic clock read outside one). Reader with a
+// progress function also looks for the line ends of each Read, and copies
+// only a line that two Reads cut in two.
 package stream
 
 import (
