@@ -35,6 +35,16 @@ var (
 	limits = stream.Limits{Idle: time.Minute, Cap: time.Hour}
 )
 
+// contexts are the guarded benchmarks' contexts: none (the guard runs on
+// real timers) and a watched session's.
+var contexts = []struct {
+	name string
+	ctx  func(*testing.B) context.Context
+}{
+	{"guarded", func(*testing.B) context.Context { return context.Background() }},
+	{"guarded-session", sessionCtx},
+}
+
 // sessionCtx returns a watched session's context for the benchmark.
 func sessionCtx(b *testing.B) context.Context {
 	w := watchdog.New()
@@ -56,18 +66,12 @@ func BenchmarkNext(b *testing.B) {
 			sink = s.Current().text
 		}
 	})
-	for _, tc := range []struct {
-		name string
-		ctx  func(*testing.B) context.Context
-	}{
-		{"guarded", func(*testing.B) context.Context { return context.Background() }},
-		{"guarded-session", sessionCtx},
-	} {
+	for _, tc := range contexts {
 		b.Run(tc.name, func(b *testing.B) {
 			ctx := tc.ctx(b)
 			b.ReportAllocs()
 			b.ResetTimer()
-			g := stream.Guard(ctx, "llm", stream.Iterator[chunk](&countStream{n: b.N}), limits, isProgress)
+			g := stream.Guard(ctx, "llm", opened(&countStream{n: b.N}), limits, isProgress)
 			for g.Next() {
 				sink = g.Current().text
 			}
@@ -97,14 +101,16 @@ func BenchmarkSeq(b *testing.B) {
 			sink = c.text
 		}
 	})
-	b.Run("guarded-session", func(b *testing.B) {
-		ctx := sessionCtx(b)
-		b.ReportAllocs()
-		b.ResetTimer()
-		for c, _ := range stream.Seq(ctx, "llm", countSeq(b.N), limits, isProgress) {
-			sink = c.text
-		}
-	})
+	for _, tc := range contexts {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := tc.ctx(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for c, _ := range stream.Seq(ctx, "llm", countSeq(b.N), limits, isProgress) {
+				sink = c.text
+			}
+		})
+	}
 }
 
 // zeroReader reads forever in whatever size is asked.
@@ -113,26 +119,50 @@ type zeroReader struct{}
 func (zeroReader) Read(p []byte) (int, error) { return len(p), nil }
 func (zeroReader) Close() error               { return nil }
 
-// BenchmarkReader is the cost per Read of 512 bytes of the io.ReadCloser
-// shape.
+// sseReader reads one server-sent event per Read, as an HTTP body of a
+// stream flushed event by event does: a data line and a blank line.
+type sseReader struct{}
+
+var sseEvent = []byte("data: {\"delta\":\"tok\"}\n\n")
+
+func (sseReader) Read(p []byte) (int, error) { return copy(p, sseEvent), nil }
+func (sseReader) Close() error               { return nil }
+
+// BenchmarkReader is the cost per Read of the io.ReadCloser shape: of 512
+// bytes, every byte progress (progress nil); and of one server-sent event
+// per Read, with a progress function on its lines (the lines form).
 func BenchmarkReader(b *testing.B) {
 	buf := make([]byte, 512)
-	b.Run("bare", func(b *testing.B) {
-		b.ReportAllocs()
-		var r io.ReadCloser = zeroReader{}
-		for range b.N {
-			_, _ = r.Read(buf)
+	for _, form := range []struct {
+		name     string
+		body     io.ReadCloser
+		progress func([]byte) bool
+	}{
+		{"bytes", zeroReader{}, nil},
+		{"lines", sseReader{}, sseProgress},
+	} {
+		b.Run(form.name+"/bare", func(b *testing.B) {
+			b.ReportAllocs()
+			r := form.body
+			for range b.N {
+				_, _ = r.Read(buf)
+			}
+		})
+		for _, tc := range contexts {
+			b.Run(form.name+"/"+tc.name, func(b *testing.B) {
+				ctx := tc.ctx(b)
+				b.ReportAllocs()
+				b.ResetTimer()
+				r, err := stream.Reader(ctx, "body", openedBody(form.body), limits, form.progress)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for range b.N {
+					_, _ = r.Read(buf)
+				}
+				b.StopTimer()
+				_ = r.Close()
+			})
 		}
-	})
-	b.Run("guarded-session", func(b *testing.B) {
-		ctx := sessionCtx(b)
-		b.ReportAllocs()
-		b.ResetTimer()
-		r := stream.Reader(ctx, "body", zeroReader{}, limits)
-		for range b.N {
-			_, _ = r.Read(buf)
-		}
-		b.StopTimer()
-		_ = r.Close()
-	})
+	}
 }

@@ -9,6 +9,15 @@
 //   - Reader, for an io.ReadCloser body (closing it is what unblocks a
 //     stalled read).
 //
+// Each takes a function that opens the stream (or produces it) on the
+// guard's context rather than a stream already open: SDKs block in their
+// NewStreaming until the response's headers arrive, and a server or proxy
+// that holds them back must be bounded too. So the wait for the stream to
+// open counts toward the first-chunk limit and the cap, and a stall while
+// opening cancels the context the open function was given (which is what
+// unblocks an HTTP request in progress). That context stays the stream's
+// until the guard ends: a request made on it reads its body under it.
+//
 // A chunk counts as progress only when the progress function says so, so
 // keep-alive pings and empty deltas keep nothing alive. On a stall the guard
 // unblocks the caller (it closes the stream, or cancels the producer's
@@ -22,7 +31,9 @@
 // Watchdog and clock when ctx belongs to a watched session (so tests drive it
 // with the mock clock), on real timers otherwise. Per progress chunk it costs
 // a watchdog.Progress call: no allocation, no timer reset, and no clock read
-// inside a session (one monotonic clock read outside one).
+// inside a session (one monotonic clock read outside one). Reader with a
+// progress function also looks for the line ends of each Read, and copies
+// only a line that two Reads cut in two.
 package stream
 
 import (
@@ -102,6 +113,13 @@ func (g *guard) start(ctx context.Context, name string, l Limits, unblock func()
 	case g.ctx = <-ready:
 	case <-g.ended: // refused: bad limits, or ctx already done
 	}
+}
+
+// refuse is start for bad input found before the call: the guard never
+// runs (g.ctx stays nil) and finish returns err.
+func (g *guard) refuse(err error) {
+	g.done, g.ended, g.err = make(chan struct{}), make(chan struct{}), err
+	close(g.ended)
 }
 
 // chunk counts one progress chunk.

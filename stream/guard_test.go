@@ -104,7 +104,7 @@ func TestAStreamThatStallsAfterSomeChunksIsClosedAndReportsErrStalled(t *testing
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
 		f := newFakeStream(every(3, time.Second, chunk{"tok"}), true)
-		s := stream.Guard(context.Background(), "llm", stream.Iterator[chunk](f), stream.Limits{FirstChunk: time.Minute, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
+		s := stream.Guard(context.Background(), "llm", opened(f), stream.Limits{FirstChunk: time.Minute, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
 		texts, at := drain(s)
 		assert.Len(t, texts, 3)
 		assert.Equal(t, 3*time.Second+5*time.Second, at.Sub(begin), "5 s after the last chunk: the first-chunk limit is over")
@@ -131,7 +131,7 @@ func TestPingsWithoutContentDoNotKeepAStreamAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
 		f := newFakeStream(every(100, 900*time.Millisecond, chunk{""}), false)
-		s := stream.Guard(context.Background(), "llm", stream.Iterator[chunk](f), stream.Limits{FirstChunk: 10 * time.Second, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
+		s := stream.Guard(context.Background(), "llm", opened(f), stream.Limits{FirstChunk: 10 * time.Second, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
 		texts, at := drain(s)
 		assert.Len(t, texts, 11, "the pings are passed on until the stall")
 		assert.Equal(t, 10*time.Second, at.Sub(begin))
@@ -148,7 +148,7 @@ func TestAModelThatThinksBeforeItsFirstChunkHasTheFirstChunkLimit(t *testing.T) 
 	synctest.Test(t, func(t *testing.T) {
 		script := append([]step{{50 * time.Second, chunk{"first"}}}, every(10, time.Second, chunk{"tok"})...)
 		f := newFakeStream(script, false)
-		s := stream.Guard(context.Background(), "llm", stream.Iterator[chunk](f), stream.Limits{FirstChunk: time.Minute, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
+		s := stream.Guard(context.Background(), "llm", opened(f), stream.Limits{FirstChunk: time.Minute, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
 		texts, _ := drain(s)
 		assert.Len(t, texts, 11)
 		require.NoError(t, s.Err())
@@ -163,7 +163,7 @@ func TestTheCapEndsAStreamThatKeepsProgressing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
 		f := newFakeStream(every(1000, time.Second, chunk{"tok"}), false)
-		s := stream.Guard(context.Background(), "llm", stream.Iterator[chunk](f), stream.Limits{Idle: 5 * time.Second, Cap: 30 * time.Second}, isProgress)
+		s := stream.Guard(context.Background(), "llm", opened(f), stream.Limits{Idle: 5 * time.Second, Cap: 30 * time.Second}, isProgress)
 		_, at := drain(s)
 		assert.Equal(t, 30*time.Second, at.Sub(begin))
 		err := s.Err()
@@ -178,7 +178,7 @@ func TestTheCapEndsAStreamThatKeepsProgressing(t *testing.T) {
 func TestAGuardWithoutACapRefusesToStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeStream(nil, false)
-		s := stream.Guard(context.Background(), "llm", stream.Iterator[chunk](f), stream.Limits{Idle: time.Second}, nil)
+		s := stream.Guard(context.Background(), "llm", opened(f), stream.Limits{Idle: time.Second}, nil)
 		assert.False(t, s.Next())
 		require.ErrorIs(t, s.Err(), watchdog.ErrInvalidArgument)
 		require.NoError(t, s.Close())
@@ -239,7 +239,8 @@ func TestReaderClosesAStalledBodyAndReturnsErrStalled(t *testing.T) {
 			// then silent, never closed
 		}()
 		begin := time.Now()
-		r := stream.Reader(context.Background(), "body", pr, stream.Limits{Idle: 5 * time.Second, Cap: time.Hour})
+		r, err := stream.Reader(context.Background(), "body", openedBody(pr), stream.Limits{Idle: 5 * time.Second, Cap: time.Hour}, nil)
+		require.NoError(t, err)
 		got, err := io.ReadAll(r)
 		assert.Len(t, got, 30)
 		require.ErrorIs(t, err, stream.ErrStalled)
@@ -251,16 +252,41 @@ func TestReaderClosesAStalledBodyAndReturnsErrStalled(t *testing.T) {
 
 // Inside a watched session the guard runs on the Watchdog's clock (here a
 // mock), records the stall as a deadline event with the chunks counted as
-// progress, and its chunks are tool-call evidence on the session.
+// progress, and its progress chunks are tool-call evidence on the session
+// (channel mcp_tool, and no other), while a chunk that is not progress (a
+// ping) is not evidence at all.
 func TestAGuardInASessionRecordsTheStallWithItsLastProgress(t *testing.T) {
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
 	w := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(store))
 	defer w.Close(context.Background())
-	sess, err := w.Start(context.Background(), "agent", mock.Now(), watchdog.Policy{})
+	// A liveness rule of the test's, reported stale, records a verdict
+	// with the session's evidence whenever the test looks.
+	sess, err := w.Start(context.Background(), "agent", mock.Now(), watchdog.Policy{LivenessRules: []string{"look"}, SettleChecks: 100, SettleInterval: time.Millisecond})
 	require.NoError(t, err)
+	begin := mock.Now()
+	look := func() (tool *time.Time, others []string) {
+		t.Helper()
+		_, err := sess.ReportLiveness("look", true)
+		require.NoError(t, err)
+		require.NoError(t, w.Check(context.Background()))
+		evs, err := store.Load(context.Background(), "agent")
+		require.NoError(t, err)
+		e := evs[len(evs)-1]
+		require.Equal(t, watchdog.KindVerdict, e.Kind)
+		require.Equal(t, mock.Now(), e.OccurredAt)
+		for _, x := range e.EvidenceSummary {
+			switch {
+			case x.Channel == "mcp_tool":
+				tool = x.LastAt
+			case x.LastAt != nil:
+				others = append(others, x.Channel)
+			}
+		}
+		return tool, others
+	}
 	f := &pushStream{ch: make(chan chunk), closed: make(chan struct{})}
-	s := stream.Guard(sess.Context(), "llm", stream.Iterator[chunk](f), stream.Limits{Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
+	s := stream.Guard(sess.Context(), "llm", opened(f), stream.Limits{Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
 	got, seen := make(chan int), make(chan struct{})
 	go func() {
 		n := 0
@@ -270,13 +296,23 @@ func TestAGuardInASessionRecordsTheStallWithItsLastProgress(t *testing.T) {
 		}
 		got <- n
 	}()
-	for range 2 {
+	for i := range 2 {
 		require.NoError(t, advanceMock(mock, time.Second, w))
 		f.ch <- chunk{"tok"}
 		<-seen
+		tool, others := look()
+		require.NotNil(t, tool, "a progress chunk is evidence on mcp_tool")
+		assert.Equal(t, begin.Add(time.Duration(i+1)*time.Second), *tool, "evidence at the chunk's instant")
+		assert.Empty(t, others, "and on no other channel")
 	}
-	require.NoError(t, advanceMock(mock, 5*time.Second, w))
-	assert.Equal(t, 2, <-got)
+	require.NoError(t, advanceMock(mock, time.Second, w))
+	f.ch <- chunk{""} // a ping: not progress
+	<-seen
+	tool, others := look()
+	assert.Equal(t, begin.Add(2*time.Second), *tool, "a chunk that is not progress is not evidence")
+	assert.Empty(t, others)
+	require.NoError(t, advanceMock(mock, 4*time.Second, w))
+	assert.Equal(t, 3, <-got)
 	require.ErrorIs(t, s.Err(), stream.ErrStalled)
 	require.NoError(t, s.Close())
 	require.NoError(t, w.Check(context.Background()))
@@ -291,7 +327,8 @@ func TestAGuardInASessionRecordsTheStallWithItsLastProgress(t *testing.T) {
 	require.NotNil(t, d)
 	assert.Equal(t, "handler_idle", d.Rule)
 	assert.Equal(t, "llm", d.Handler)
-	assert.Equal(t, uint64(2), d.ProgressValue)
+	assert.Equal(t, uint64(2), d.ProgressValue, "the ping is not counted")
+	assert.Equal(t, begin.Add(2*time.Second), d.ProgressAt)
 	assert.Equal(t, 5.0, d.MeasureSeconds)
 	require.NoError(t, sess.Context().Err(), "a stalled stream is the call's verdict, not the session's")
 }

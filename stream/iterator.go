@@ -2,7 +2,10 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"sync"
+
+	"github.com/sessionwatchdog/watchdog"
 )
 
 // Iterator is the shape of the streams of openai-go (ssestream.Stream),
@@ -24,26 +27,50 @@ type Iterator[T any] interface {
 // toward the idle limit too: consume promptly.
 type Guarded[T any] struct {
 	g        guard
-	it       Iterator[T]
+	it       Iterator[T] // set once, under mu, before Guard returns
 	progress func(T) bool
-	closing  sync.Once
+	mu       sync.Mutex // it, closed and closeErr against the guard's goroutine
+	closed   bool
 	closeErr error
 }
 
-// Guard guards it, a stream opened under ctx, with the limits l, as a call
-// named name (see the package doc). progress says whether a chunk is
-// progress (nil: every chunk is). Use the result in place of it: Next
-// returns false once the stream ends or stalls; Err then returns the
-// stream's error, or the guard's (an error matching ErrStalled, or
-// watchdog.ErrDeadlineExceeded for the cap, or ctx's cause), which takes
-// precedence; Close closes it and ends the guard. Limits the call refuses
-// (a Cap that is not positive), or a ctx already done, make the first Next
-// return false and Err return the reason (an error wrapping
-// watchdog.ErrInvalidArgument, or ctx's cause); the stream is closed at
-// Close.
-func Guard[T any](ctx context.Context, name string, it Iterator[T], l Limits, progress func(T) bool) *Guarded[T] {
-	s := &Guarded[T]{it: it, progress: progress}
-	s.g.start(ctx, name, l, func() { s.closeStream() })
+// Guard opens a stream with open and guards it with the limits l, as a call
+// named name on ctx (see the package doc). open is called once, before
+// Guard returns, with the guard's context: it must make its request on that
+// context (the SDKs' NewStreaming(ctx, ...) do) and return the stream,
+// whose Next then reports a failed request as SDK streams do. The time open
+// takes counts toward l.FirstChunk and l.Cap; a stall while it waits for
+// the server's headers cancels its context. progress says whether a chunk is
+// progress (nil: every chunk is).
+//
+// Use the result in place of the stream: Next returns false once the
+// stream ends or stalls; Err then returns the stream's error, or the
+// guard's (an error matching ErrStalled, or watchdog.ErrDeadlineExceeded
+// for the cap, or ctx's cause), which takes precedence; Close closes it and
+// ends the guard. Bad input (a nil open, a Cap that is not positive, an
+// invalid name), or a ctx already done, makes the first Next return false
+// and Err return the reason (an error wrapping watchdog.ErrInvalidArgument,
+// or ctx's cause), without calling open; so does an open that returns nil.
+func Guard[T any](ctx context.Context, name string, open func(ctx context.Context) Iterator[T], l Limits, progress func(T) bool) *Guarded[T] {
+	s := &Guarded[T]{progress: progress}
+	if open == nil {
+		s.g.refuse(fmt.Errorf("%w: stream %q: nil open function", watchdog.ErrInvalidArgument, name))
+		return s
+	}
+	s.g.start(ctx, name, l, s.closeStream)
+	if s.g.ctx == nil {
+		return s
+	}
+	it := open(s.g.ctx)
+	if it == nil {
+		it = failed[T]{fmt.Errorf("%w: stream %q: open returned a nil stream", watchdog.ErrInvalidArgument, name)}
+	}
+	s.mu.Lock()
+	s.it = it
+	if s.closed { // the guard stopped while open ran: close what it returned
+		s.closeErr = it.Close()
+	}
+	s.mu.Unlock()
 	return s
 }
 
@@ -62,15 +89,26 @@ func (s *Guarded[T]) Next() bool {
 	return true
 }
 
-// Current returns the current chunk.
-func (s *Guarded[T]) Current() T { return s.it.Current() }
+// Current returns the current chunk (T's zero value if the stream was
+// never opened).
+func (s *Guarded[T]) Current() T {
+	if s.it == nil {
+		var zero T
+		return zero
+	}
+	return s.it.Current()
+}
 
-// Err returns the guard's error if it stopped the stream, else the stream's.
+// Err returns the guard's error if it stopped the stream (or refused to
+// open it), else the stream's.
 func (s *Guarded[T]) Err() error {
 	if s.g.ctx == nil || s.g.stopped.Load() {
 		if err := s.g.finish(); err != nil {
 			return err
 		}
+	}
+	if s.it == nil {
+		return nil
 	}
 	return s.it.Err()
 }
@@ -80,9 +118,29 @@ func (s *Guarded[T]) Err() error {
 func (s *Guarded[T]) Close() error {
 	s.g.finish()
 	s.closeStream()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.closeErr
 }
 
+// closeStream closes the stream once; called by the guard's goroutine on a
+// stall, maybe before open has returned it (Guard closes it then).
 func (s *Guarded[T]) closeStream() {
-	s.closing.Do(func() { s.closeErr = s.it.Close() })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if s.it != nil {
+		s.closeErr = s.it.Close()
+	}
 }
+
+// failed is the stream of an open that returned none.
+type failed[T any] struct{ err error }
+
+func (f failed[T]) Next() bool   { return false }
+func (f failed[T]) Current() T   { var zero T; return zero }
+func (f failed[T]) Err() error   { return f.err }
+func (f failed[T]) Close() error { return nil }

@@ -23,14 +23,20 @@ func OpenAIProgress(c openai.ChatCompletionChunk) bool {
 }
 
 // OpenAIChat streams a chat completion of prompt under the guard's limits
-// and returns the text received. On a stall its error matches
-// stream.ErrStalled, and the text is what came before it.
+// and returns the text received. The wait for the response's headers
+// counts toward the first-chunk limit and the cap. On a stall its error
+// matches stream.ErrStalled, and the text is what came before it.
 func OpenAIChat(ctx context.Context, client openai.Client, prompt string, l stream.Limits) (string, error) {
-	s := stream.Guard(ctx, "openai.chat", stream.Iterator[openai.ChatCompletionChunk](
-		client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
-			Model:    openai.ChatModelGPT4o,
-			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
-		})), l, OpenAIProgress)
+	params := openai.ChatCompletionNewParams{
+		Model:    openai.ChatModelGPT4o,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
+	}
+	// The guard opens the stream on its own context: NewStreaming waits for
+	// the response's headers, and that wait counts toward l.FirstChunk and
+	// l.Cap too.
+	s := stream.Guard(ctx, "openai.chat", func(ctx context.Context) stream.Iterator[openai.ChatCompletionChunk] {
+		return client.Chat.Completions.NewStreaming(ctx, params)
+	}, l, OpenAIProgress)
 	defer s.Close()
 	var text strings.Builder
 	for s.Next() {
@@ -49,15 +55,18 @@ func AnthropicProgress(e anthropic.MessageStreamEventUnion) bool {
 }
 
 // AnthropicMessage streams a message for prompt under the guard's limits
-// and returns the text received. On a stall its error matches
-// stream.ErrStalled, and the text is what came before it.
+// and returns the text received. The wait for the response's headers
+// counts toward the first-chunk limit and the cap. On a stall its error
+// matches stream.ErrStalled, and the text is what came before it.
 func AnthropicMessage(ctx context.Context, client anthropic.Client, prompt string, l stream.Limits) (string, error) {
-	s := stream.Guard(ctx, "anthropic.messages", stream.Iterator[anthropic.MessageStreamEventUnion](
-		client.Messages.NewStreaming(ctx, anthropic.MessageNewParams{
-			Model:     anthropic.ModelClaudeSonnet4_5,
-			MaxTokens: 1024,
-			Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(prompt))},
-		})), l, AnthropicProgress)
+	params := anthropic.MessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet4_5,
+		MaxTokens: 1024,
+		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(prompt))},
+	}
+	s := stream.Guard(ctx, "anthropic.messages", func(ctx context.Context) stream.Iterator[anthropic.MessageStreamEventUnion] {
+		return client.Messages.NewStreaming(ctx, params) // opened under the guard's limits
+	}, l, AnthropicProgress)
 	defer s.Close()
 	var text strings.Builder
 	for s.Next() {

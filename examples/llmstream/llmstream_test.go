@@ -58,6 +58,29 @@ func TestTheGuardAroundRealSDKStreams(t *testing.T) {
 				_, err = sdk(context.Background(), srv.URL, stream.Limits{Idle: 500 * time.Millisecond, Cap: time.Minute})
 				require.ErrorIs(t, err, stream.ErrStalled)
 			})
+			t.Run("a server that never sends its headers stalls at the first-chunk limit", func(t *testing.T) {
+				srv := server(scenario{headers: -1})
+				defer srv.Close()
+				text, err := sdk(context.Background(), srv.URL, stream.Limits{FirstChunk: 300 * time.Millisecond, Idle: 100 * time.Millisecond, Cap: time.Minute})
+				require.ErrorIs(t, err, stream.ErrStalled)
+				assert.Empty(t, text)
+				// With neither a first-chunk nor an idle limit, the cap
+				// bounds the wait.
+				_, err = sdk(context.Background(), srv.URL, stream.Limits{Cap: 300 * time.Millisecond})
+				require.ErrorIs(t, err, watchdog.ErrDeadlineExceeded)
+				require.NotErrorIs(t, err, stream.ErrStalled)
+			})
+			t.Run("headers sent after the first-chunk limit are too late", func(t *testing.T) {
+				srv := server(scenario{headers: 1500 * time.Millisecond, chunks: []string{"Hel", "lo"}, gap: 10 * time.Millisecond, then: "end"})
+				defer srv.Close()
+				_, err := sdk(context.Background(), srv.URL, stream.Limits{FirstChunk: 500 * time.Millisecond, Idle: 500 * time.Millisecond, Cap: time.Minute})
+				require.ErrorIs(t, err, stream.ErrStalled)
+				// The same server under a first-chunk limit that leaves
+				// room for the wait streams its answer.
+				text, err := sdk(context.Background(), srv.URL, stream.Limits{FirstChunk: 10 * time.Second, Idle: 500 * time.Millisecond, Cap: time.Minute})
+				require.NoError(t, err)
+				assert.Equal(t, "Hello", text)
+			})
 			t.Run("the cap ends a stream that keeps going", func(t *testing.T) {
 				chunks := make([]string, 1000)
 				for i := range chunks {

@@ -2,6 +2,7 @@ package llmstream_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,14 +14,16 @@ import (
 	"github.com/openai/openai-go/v3/option"
 )
 
-// scenario is how the local server streams: it thinks, then sends chunks
-// (with a gap between them), and then ends, stalls (holds the connection
-// open, sending nothing), or sends keep-alive pings without content.
+// scenario is how the local server streams: it holds back its response
+// headers for headers (never, if negative), thinks, then sends chunks (with
+// a gap between them), and then ends, stalls (holds the connection open,
+// sending nothing), or sends keep-alive pings without content.
 type scenario struct {
-	think  time.Duration
-	chunks []string
-	gap    time.Duration
-	then   string // "end", "stall" or "ping"
+	headers time.Duration
+	think   time.Duration
+	chunks  []string
+	gap     time.Duration
+	then    string // "end", "stall" or "ping"
 }
 
 // server is a local server that speaks the streaming APIs of OpenAI
@@ -28,6 +31,24 @@ type scenario struct {
 func server(sc scenario) *httptest.Server {
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		anth := strings.HasSuffix(r.URL.Path, "/messages")
+		// Read the request first: only then does the server watch the
+		// connection, and end r's context when the client goes away.
+		_, _ = io.Copy(io.Discard, r.Body)
+		wait := func(d time.Duration) bool {
+			if d < 0 {
+				<-r.Context().Done()
+				return false
+			}
+			select {
+			case <-time.After(d):
+				return true
+			case <-r.Context().Done():
+				return false
+			}
+		}
+		if !wait(sc.headers) { // a proxy or server holding back the headers
+			return
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
 		flush := func(event, data string) bool {
@@ -37,14 +58,6 @@ func server(sc scenario) *httptest.Server {
 			fmt.Fprintf(w, "data: %s\n\n", data)
 			w.(http.Flusher).Flush()
 			return r.Context().Err() == nil
-		}
-		wait := func(d time.Duration) bool {
-			select {
-			case <-time.After(d):
-				return true
-			case <-r.Context().Done():
-				return false
-			}
 		}
 		if anth {
 			flush("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}}`)
