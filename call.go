@@ -41,7 +41,11 @@ type CallLimits struct {
 // limit that applied) or "handler_deadline" (the cap), both matching
 // ErrDeadlineExceeded. The recorded runtime.handler.deadline_exceeded event
 // carries the rule, the last progress value and when it advanced (progress,
-// progress_at). With a session, progress instants have the evidence
+// progress_at). A Session.Touch does not refresh a call's idle limit: it
+// is evidence for the session's rules and does not say which of the calls
+// in flight made progress; the stream guard and the MCP and eino adapters
+// report Progress on the call's context and touch their channel. With a
+// session, progress instants have the evidence
 // resolution (50 ms): an idle limit may end a call up to 50 ms early. An
 // idle limit at or above the cap never fires before it. A zero or negative
 // Cap, or a negative idle limit, is an error wrapping ErrInvalidArgument;
