@@ -381,7 +381,11 @@ func TestChaosFleet(t *testing.T) {
 		select {
 		case <-m.drained:
 		case <-time.After(time.Minute): // a guard against a hung member, not a wait for it
-			t.Fatalf("member %s did not drain in a minute", m.owner)
+			// Its goroutines, on stderr, for the post-mortem: which Start
+			// did not return, and where it waits.
+			_ = m.cmd.Process.Signal(syscall.SIGQUIT)
+			_ = m.cmd.Wait()
+			t.Fatalf("member %s did not drain in a minute (its goroutine dump is above)", m.owner)
 		}
 	}
 
