@@ -68,7 +68,6 @@ type Watchdog struct {
 	rt        *time.Timer        // the real clock's one timer (nil for other clocks); its channel wakes the scheduler
 	bs        *backstop.Backstop // rt's backstop (nil for other clocks and off Linux)
 	armedAt   atomic.Int64       // the instant the timer is armed for; MaxInt64 while unarmed or in a pass
-	armHook   func()             // tests: called between armedAt's store and the timer's reset
 	schedDone chan struct{}      // closed when the scheduler goroutine returns
 	yielded   atomic.Int64       // the armed instant the recorder last yielded for (see schedulerOverdue)
 
@@ -88,8 +87,9 @@ type Watchdog struct {
 	leaseRenewals, leaseFailures, adopted, disowned atomic.Int64
 	ckptFrom                                        atomic.Uint64 // where the next evidence checkpoint pass starts (see checkpoints)
 
-	ws     *workspace.Monitor     // started on first WatchWorkspace; guarded by mu
-	wsHook func(*Session, string) // tests only: after each workspace change, with its path
+	ws      *workspace.Monitor     // started on first WatchWorkspace; guarded by mu
+	wsHook  func(*Session, string) // tests only: after each workspace change, with its path
+	armHook func()                 // tests only: called between armedAt's store and the timer's reset
 }
 
 // New returns a running Watchdog. Without options it records to a private
