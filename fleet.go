@@ -27,7 +27,7 @@ import (
 // adopted the window, or resumed it after this owner's lease expired) is
 // refused with an error wrapping ErrAlreadyWatched, and the Watchdog stops
 // watching that session (its context ends with that error). In AppendEach,
-// the later events of that window in the batch are refused the same way
+// the later events of that session in the batch are refused the same way
 // (a fire's cancel is never recorded without its decision). A resume by
 // another owner of a window whose owner's lease is live is refused the same
 // way. Each method must be safe for concurrent use; the Watchdog calls them

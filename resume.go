@@ -167,7 +167,7 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 	window, fresh := decide.ResumeWindow(last, ended)
 	if adopted != nil && (fresh || window != adopted.Window || pendingIn(pending, adopted.Window)) {
 		err := errNotOpen
-		if !endedIn(loaded, adopted.Window) && pendingIn(pending, adopted.Window) {
+		if pendingIn(pending, adopted.Window) && !endedIn(loaded, adopted.Window) {
 			// This Watchdog's events of the window, made while it held
 			// it before, are not judged yet: the store records or refuses
 			// them (fenced while another owner held the window) before
