@@ -609,8 +609,8 @@ func (r *Recorder[T, E]) appendCall(c *call[E], final bool) {
 
 // store calls the store for c's events: AppendEach once, or Append once
 // per event, skipping the later events of a lane whose append failed for
-// a transient reason, and the later events of an item refused for good
-// (they get its error). A panic is turned into an error for the events it
+// a transient reason, and the later events of an item whose event was
+// dropped (they get its error). A panic is turned into an error for the events it
 // left without a result (a transient failure: they are retried, and Close
 // names them if they never go through).
 func (r *Recorder[T, E]) store(c *call[E]) {
@@ -654,9 +654,10 @@ func (r *Recorder[T, E]) store(c *call[E]) {
 			}
 		}
 		if c.errs[i] == nil && i > 0 && len(c.slots) == len(c.events) && c.slots[i-1] == c.slots[i] &&
-			c.errs[i-1] != nil && r.c.Classify(c.errs[i-1]) != Retry {
-			// An item refused for good is refused whole: its later events
-			// (a fire's cancel, after its decision) get the same refusal.
+			c.errs[i-1] != nil && r.c.Classify(c.errs[i-1]) == Dropped {
+			// An item dropped is dropped whole: the later events of a
+			// fire whose decision was fenced (another owner holds the
+			// window) are not recorded without it.
 			c.errs[i] = c.errs[i-1]
 		}
 		if c.errs[i] == nil {
