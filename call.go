@@ -41,7 +41,9 @@ type CallLimits struct {
 // limit that applied) or "handler_deadline" (the cap), both matching
 // ErrDeadlineExceeded. The recorded runtime.handler.deadline_exceeded event
 // carries the rule, the last progress value and when it advanced (progress,
-// progress_at). A Session.Touch does not refresh a call's idle limit: it
+// progress_at), and the call itself with its start and all its limits
+// (calls_in_flight), from which Replay re-derives which limit fired. A
+// Session.Touch does not refresh a call's idle limit: it
 // is evidence for the session's rules and does not say which of the calls
 // in flight made progress; the stream guard and the MCP and eino adapters
 // report Progress on the call's context and touch their channel. With a

@@ -244,3 +244,23 @@ func TestReplayChecksAnOlderDeadlineRecordWithoutItsCallAsBefore(t *testing.T) {
 	require.Len(t, mm, 1)
 	assert.Contains(t, mm[0].Derived, "without progress")
 }
+
+// A verdict lists a call in flight with its first-progress limit too, so
+// that a post-mortem reader sees every limit the call ran under.
+func TestVerdictsListACallsFirstProgressLimit(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store)
+	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: 2 * time.Second})
+	require.NoError(t, err)
+	_, res := progressingCallWith(s.Context(), watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 30 * time.Second})
+	advance(t, mock, 2*time.Second+time.Millisecond, w) // the wall clock is over after 2 s
+	require.Error(t, <-res)
+	d := ofKind(load(t, store, "s"), watchdog.KindDecision)
+	require.Len(t, d, 1)
+	require.Len(t, d[0].CallsInFlight, 1)
+	c := d[0].CallsInFlight[0]
+	assert.Equal(t, 60.0, c.BudgetSeconds)
+	assert.Equal(t, 1.0, c.IdleSeconds)
+	assert.Equal(t, 30.0, c.FirstProgressSeconds)
+}
