@@ -41,7 +41,9 @@ type CallLimits struct {
 // limit that applied) or "handler_deadline" (the cap), both matching
 // ErrDeadlineExceeded. The recorded runtime.handler.deadline_exceeded event
 // carries the rule, the last progress value and when it advanced (progress,
-// progress_at). A Session.Touch does not refresh a call's idle limit: it
+// progress_at), and the call itself with its start and all its limits
+// (calls_in_flight), from which Replay re-derives which limit fired. A
+// Session.Touch does not refresh a call's idle limit: it
 // is evidence for the session's rules and does not say which of the calls
 // in flight made progress; the stream guard and the MCP and eino adapters
 // report Progress on the call's context and touch their channel. With a
@@ -129,7 +131,7 @@ func (l *layer) rearm() {
 			return
 		}
 		now := time.Now()
-		_, next := l.hit(now)
+		_, next := l.hit(now, l.progAt.Load())
 		l.timers[0].Stop()
 		l.timers[0] = time.AfterFunc(max(next.Sub(now), 0), l.fireReal)
 		return
@@ -140,7 +142,7 @@ func (l *layer) rearm() {
 		w.mu.Unlock()
 		return
 	}
-	_, next := l.hit(now)
+	_, next := l.hit(now, l.progAt.Load())
 	due := toNanos(next)
 	if next.IsZero() {
 		due = toNanos(now) // already due
@@ -150,32 +152,35 @@ func (l *layer) rearm() {
 	w.wakeBy(due)
 }
 
-// idleRef is when the layer last made progress: its start if never since.
-func (l *layer) idleRef() time.Time {
-	if at := l.progAt.Load(); at > 0 {
+// idleRef is when the layer last made progress, given at, a reading of
+// its progAt: its start if never since.
+func (l *layer) idleRef(at int64) time.Time {
+	if at > 0 {
 		return l.started.Add(time.Duration(at - 1))
 	}
 	return l.started
 }
 
-// idleLimit is the idle limit that applies: before the first progress,
-// the first one.
-func (l *layer) idleLimit() time.Duration {
-	if l.progAt.Load() == 0 {
+// idleLimit is the idle limit that applies, given at, a reading of its
+// progAt: before the first progress, the first one.
+func (l *layer) idleLimit(at int64) time.Duration {
+	if at == 0 {
 		return l.first
 	}
 	return l.idle
 }
 
 // hit reports the limit the layer has hit at now ("" for none, "cap" or
-// "idle"; the cap first), and else the next instant to look again.
-func (l *layer) hit(now time.Time) (string, time.Time) {
+// "idle"; the cap first), and else the next instant to look again, given
+// at, a reading of its progAt (a fire reads it once, so that its record
+// holds the progress instant its verdict used: see Replay).
+func (l *layer) hit(now time.Time, at int64) (string, time.Time) {
 	if decide.Expired(l.started, l.budget, now) {
 		return "cap", time.Time{}
 	}
 	next := l.deadline
-	if idle := l.idleLimit(); idle > 0 {
-		ref := l.idleRef()
+	if idle := l.idleLimit(at); idle > 0 {
+		ref := l.idleRef(at)
 		if decide.Expired(ref, idle, now) {
 			return "idle", time.Time{}
 		}
@@ -186,18 +191,37 @@ func (l *layer) hit(now time.Time) (string, time.Time) {
 	return "", next
 }
 
-// CallInFlight is a handler that was running at a verdict (see
-// Event.CallsInFlight): its name and layer, when it started, its cap and
-// idle limit (zero: none), and its last progress (Progress) with when it
-// advanced (zero: none).
+// CallInFlight is a handler that was running at a verdict, or the layer
+// that died on a deadline record (see Event.CallsInFlight): its name and
+// layer, when it started, its cap, its idle limit (zero: none) and its
+// limit before the first progress (FirstProgressSeconds), and its last
+// progress (Progress) with when it advanced (zero: none). It is a plain
+// value, safe to copy and share once recorded.
 type CallInFlight struct {
 	Name          string    `json:"name"`
 	Layer         Layer     `json:"layer"`
 	StartedAt     time.Time `json:"started_at"`
 	BudgetSeconds float64   `json:"budget_seconds"`
 	IdleSeconds   float64   `json:"idle_seconds,omitempty"`
-	Progress      uint64    `json:"progress,omitempty"`
-	ProgressAt    time.Time `json:"progress_at,omitzero"`
+	// FirstProgressSeconds is the idle limit before the first progress
+	// (CallLimits.FirstProgress), when it differs from IdleSeconds; zero:
+	// IdleSeconds applies before the first progress too.
+	FirstProgressSeconds float64   `json:"first_progress_seconds,omitempty"`
+	Progress             uint64    `json:"progress,omitempty"`
+	ProgressAt           time.Time `json:"progress_at,omitzero"`
+}
+
+// inFlight is l as a CallInFlight, given at, a reading of its progAt.
+func (l *layer) inFlight(at int64) CallInFlight {
+	c := CallInFlight{Name: l.name, Layer: l.kind, StartedAt: l.started.UTC(), BudgetSeconds: l.budget.Seconds(),
+		IdleSeconds: l.idle.Seconds(), Progress: l.prog.Load()}
+	if l.first != l.idle {
+		c.FirstProgressSeconds = l.first.Seconds()
+	}
+	if at > 0 {
+		c.ProgressAt = l.idleRef(at).UTC()
+	}
+	return c
 }
 
 // callsLocked lists s's running handlers, for a verdict's record; nil if
@@ -208,12 +232,7 @@ func (s *Session) callsLocked() []CallInFlight {
 	}
 	out := make([]CallInFlight, len(s.rare.bounded))
 	for i, l := range s.rare.bounded {
-		c := CallInFlight{Name: l.name, Layer: l.kind, StartedAt: l.started.UTC(), BudgetSeconds: l.budget.Seconds(),
-			IdleSeconds: l.idle.Seconds(), Progress: l.prog.Load()}
-		if l.progAt.Load() > 0 {
-			c.ProgressAt = l.idleRef().UTC()
-		}
-		out[i] = c
+		out[i] = l.inFlight(l.progAt.Load())
 	}
 	return out
 }
@@ -224,9 +243,10 @@ func (l *layer) completedEvent(now time.Time, fnErr, cause error) Event {
 	e := l.s.event(KindCallCompleted, now)
 	e.Handler, e.Layer = l.name, string(l.kind)
 	e.MeasureSeconds, e.LimitSeconds = now.Sub(l.started).Seconds(), l.budget.Seconds()
-	if e.ProgressValue = l.prog.Load(); l.progAt.Load() > 0 {
-		e.ProgressAt = l.idleRef().UTC()
+	if at := l.progAt.Load(); at > 0 {
+		e.ProgressAt = l.idleRef(at).UTC()
 	}
+	e.ProgressValue = l.prog.Load()
 	var v *VerdictError
 	switch {
 	case errors.As(cause, &v):

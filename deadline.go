@@ -280,13 +280,13 @@ func (l *layer) arm() {
 	if w == nil {
 		l.started = time.Now()
 		l.deadline = l.started.Add(l.budget)
-		_, next := l.hit(l.started)
+		_, next := l.hit(l.started, l.progAt.Load())
 		l.timers[0] = time.AfterFunc(next.Sub(l.started), l.fireReal)
 		return
 	}
 	l.started = w.now()
 	l.deadline = l.started.Add(l.budget)
-	_, next := l.hit(l.started)
+	_, next := l.hit(l.started, l.progAt.Load())
 	due := toNanos(next)
 	w.mu.Lock()
 	if w.closed {
@@ -308,8 +308,8 @@ func (l *layer) arm() {
 }
 
 // verdict builds the layer's overrun verdict at now, for the limit hit
-// ("cap" or "idle").
-func (l *layer) verdict(now time.Time, hit string) *VerdictError {
+// ("cap" or "idle") given at, the reading of its progAt that hit used.
+func (l *layer) verdict(now time.Time, hit string, at int64) *VerdictError {
 	v := &VerdictError{
 		Rule:    string(l.kind) + "_deadline",
 		reason:  string(l.kind) + "_deadline_exceeded",
@@ -324,7 +324,7 @@ func (l *layer) verdict(now time.Time, hit string) *VerdictError {
 	}
 	if hit == "idle" {
 		v.Rule, v.reason = string(l.kind)+"_idle", string(l.kind)+"_idle_exceeded"
-		v.Elapsed, v.Budget = now.Sub(l.idleRef()), l.idleLimit()
+		v.Elapsed, v.Budget = now.Sub(l.idleRef(at)), l.idleLimit(at)
 	}
 	if l.w != nil {
 		v.FiredAt = l.w.wall(v.FiredAt)
@@ -343,24 +343,29 @@ func (l *layer) verdict(now time.Time, hit string) *VerdictError {
 func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 	switch l.state {
 	case layerRunning:
-		hit, next := l.hit(now)
+		// One reading of the progress instant for the verdict and its
+		// record, so that Replay re-derives the rule from the record
+		// exactly (a Progress may land meanwhile: it counts no more).
+		at := l.progAt.Load()
+		hit, next := l.hit(now, at)
 		if hit == "" {
 			w.heap.Push(&l.item, toNanos(next))
 			return
 		}
-		v := l.verdict(now, hit)
+		v := l.verdict(now, hit, at)
 		l.state, l.cause = layerFired, v
 		e := l.s.event(KindHandlerDeadline, now)
 		e.ID = w.newID()
 		e.Reason, e.Rule = v.reason, v.Rule
 		e.Handler, e.Layer, e.DyingSpan = l.name, string(l.kind), v.DyingSpan
 		e.MeasureSeconds, e.LimitSeconds = v.Elapsed.Seconds(), v.Budget.Seconds()
-		if e.ProgressValue = l.prog.Load(); l.progAt.Load() > 0 {
-			e.ProgressAt = l.idleRef().UTC()
-		}
+		c := l.inFlight(at) // the layer that died, with its limits (see Replay)
+		e.ProgressValue, e.ProgressAt = c.Progress, c.ProgressAt
+		e.CallsInFlight = []CallInFlight{c}
 		rec := v.Recoverable
 		e.Recoverable = &rec
-		overrun := e // as recorded (see record)
+		overrun := e                              // as recorded (see record)
+		overrun.CallsInFlight = []CallInFlight{c} // its own: shiftEvent shifts it in place
 		shiftEvent(&overrun, w.offset.Load())
 		l.event = &overrun
 		v.DecisionID = e.ID
@@ -487,13 +492,14 @@ func (l *layer) fireReal() {
 		return
 	}
 	now := time.Now()
-	hit, next := l.hit(now)
+	at := l.progAt.Load()
+	hit, next := l.hit(now, at)
 	if hit == "" {
 		l.timers[0] = time.AfterFunc(next.Sub(now), l.fireReal)
 		l.mu.Unlock()
 		return
 	}
-	v := l.verdict(now, hit)
+	v := l.verdict(now, hit, at)
 	l.state, l.cause = layerFired, v
 	l.timers[1] = time.AfterFunc(l.grace, l.graceReal)
 	l.mu.Unlock()

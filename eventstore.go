@@ -191,7 +191,10 @@ type Event struct {
 	// CallsInFlight lists, on verdict and decision events, the handlers
 	// (Call, CallWith, Within with LayerHandler) of the session that were
 	// running, oldest first: which tool calls a verdict waited for or
-	// killed.
+	// killed. On a deadline record (KindHandlerDeadline) it holds the
+	// call (or Within layer) that died, alone, with its start and all its
+	// limits, from which Replay re-derives which limit fired; deadline
+	// records of earlier versions have none.
 	CallsInFlight []CallInFlight `json:"calls_in_flight,omitempty"`
 	// ObservedSince is a decision input on verdict events: the instant
 	// from which the idle rule counts (evidence before it does not count).

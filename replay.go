@@ -45,8 +45,14 @@ func (m Mismatch) String() string {
 // decision is followed by an outcome linking it or by the end of its window
 // (a stop, or a cancel that overtook it), so a decision whose action never
 // ran or whose outcome was lost is reported, as is one the log ends
-// before. Deadline and wait-timeout events must have fired at or after
-// their limit. The error is for a log Replay cannot read (a verdict of a session
+// before. A deadline record that carries its call (Event.CallsInFlight) is
+// re-derived as the deadline layer decides, from the call's start, limits
+// and last progress at the record's instant: the cap first, then the idle
+// limit from the last progress (before it, the first-progress limit from
+// the start); the rule, the measure and the limit must match, so a record
+// whose rule, limits or instant were changed is reported, naming the rule
+// the limits give. Other deadline records (of earlier versions) and
+// wait-timeout events must have fired at or after their limit. The error is for a log Replay cannot read (a verdict of a session
 // whose policy was never recorded is a Mismatch, not an error).
 func Replay(events []Event) ([]Mismatch, error) {
 	type key struct {
@@ -169,6 +175,12 @@ func Replay(events []Event) ([]Mismatch, error) {
 		case KindStop:
 			delete(open, k)
 		case KindHandlerDeadline, KindWaitTimeout:
+			if e.Kind == KindHandlerDeadline && len(e.CallsInFlight) == 1 {
+				if recorded, derived, ok := replayCallDeadline(e, e.CallsInFlight[0]); !ok {
+					bad(e, recorded, derived)
+				}
+				continue
+			}
 			if !decide.Expired(time.Time{}, secondsDuration(e.LimitSeconds), time.Time{}.Add(secondsDuration(e.MeasureSeconds))) {
 				bad(e, fmt.Sprintf("fired after %.9fs", e.MeasureSeconds), fmt.Sprintf("not due before %.9fs", e.LimitSeconds))
 			}
@@ -242,4 +254,106 @@ func describe(v decide.Verdict, extra []string) string {
 		settle = v.State.StaleChecks
 	}
 	return fmt.Sprintf("CONTINUE rule=%s active=%s settle=%d", ruleNames[v.Rule], activeName(s, v.ActiveChannel), settle)
+}
+
+// replayCallDeadline re-derives the deadline record e from the call c it
+// carries, as (*layer).hit decides: the cap, from the start, first; then
+// the idle limit, from the last progress, or before any the first-progress
+// limit (FirstProgressSeconds, else IdleSeconds) from the start. It
+// returns the record and the re-derivation as Replay compares them (rule,
+// measure and limit), and whether they match.
+//
+// No tolerance is needed for the instants: the record holds the progress
+// instant the verdict used (one reading, taken before the verdict; with a
+// session it is coarse, up to 50 ms early, and the record says so
+// exactly), the call's start and the record's instant, all to the
+// nanosecond. The limits are recorded as float64 seconds, which hold
+// every nanosecond of a duration under 2^51 ns (26 days) but not above:
+// there a limit is re-derived within limitSlack, and a record's instant
+// that close to its due instant matches either rule that may be due.
+func replayCallDeadline(e Event, c CallInFlight) (recorded, derived string, ok bool) {
+	recorded = fmt.Sprintf("handler %q layer %s rule=%s measure=%.9f limit=%.9f %s", e.Handler, e.Layer, e.Rule,
+		e.MeasureSeconds, e.LimitSeconds, progressText(e.ProgressValue, e.ProgressAt))
+	progress := progressText(c.Progress, c.ProgressAt)
+	for _, f := range []float64{c.BudgetSeconds, c.IdleSeconds, c.FirstProgressSeconds} {
+		if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || c.BudgetSeconds == 0 {
+			return recorded, fmt.Sprintf("a call with valid limits, not cap %v idle %v first progress %v",
+				c.BudgetSeconds, c.IdleSeconds, c.FirstProgressSeconds), false
+		}
+	}
+	if !c.ProgressAt.IsZero() && c.ProgressAt.Before(c.StartedAt) {
+		return recorded, fmt.Sprintf("progress at or after the call's start %s, not %s",
+			c.StartedAt.Format(time.RFC3339Nano), c.ProgressAt.Format(time.RFC3339Nano)), false
+	}
+	capRule, idleRule := string(c.Layer)+"_deadline", string(c.Layer)+"_idle"
+	now := e.OccurredAt
+	capDue, capState := limitDue(c.StartedAt, c.BudgetSeconds, now)
+	capText := fmt.Sprintf("handler %q layer %s rule=%s measure=%.9f limit=%.9f %s", c.Name, c.Layer, capRule,
+		now.Sub(c.StartedAt).Seconds(), c.BudgetSeconds, progress)
+	ref, limit := c.StartedAt, c.FirstProgressSeconds
+	if !c.ProgressAt.IsZero() {
+		ref, limit = c.ProgressAt, c.IdleSeconds
+	} else if limit == 0 {
+		limit = c.IdleSeconds
+	}
+	idleDue, idleState := limitDue(ref, limit, now)
+	if limit == 0 {
+		idleState = notDue // no idle limit
+	}
+	idleText := fmt.Sprintf("handler %q layer %s rule=%s measure=%.9f limit=%.9f %s", c.Name, c.Layer, idleRule,
+		now.Sub(ref).Seconds(), limit, progress)
+	switch {
+	case e.Rule == capRule && capState != notDue:
+		derived = capText
+	case e.Rule == idleRule && capState != due && idleState != notDue:
+		derived = idleText
+	case capState == due || capState == maybeDue && idleState == notDue:
+		derived = capText
+	case idleState != notDue:
+		derived = idleText
+	case idleState == notDue && limit > 0 && idleDue.Before(capDue):
+		return recorded, fmt.Sprintf("nothing due at %s: %s not before %s", now.Format(time.RFC3339Nano), idleRule, idleDue.Format(time.RFC3339Nano)), false
+	default:
+		return recorded, fmt.Sprintf("nothing due at %s: %s not before %s", now.Format(time.RFC3339Nano), capRule, capDue.Format(time.RFC3339Nano)), false
+	}
+	return recorded, derived, recorded == derived
+}
+
+// progressText renders a call's last progress the way Replay compares it.
+func progressText(v uint64, at time.Time) string {
+	if at.IsZero() {
+		return fmt.Sprintf("progress=%d (never advanced)", v)
+	}
+	return fmt.Sprintf("progress=%d at %s", v, at.UTC().Format(time.RFC3339Nano))
+}
+
+// The states of a limit at an instant (see limitDue).
+const (
+	notDue   = iota
+	maybeDue // within limitSlack of its due instant
+	due
+)
+
+// limitDue reports the instant a limit of s seconds from start comes due,
+// and whether it has come at now (decide.Expired, within limitSlack).
+func limitDue(start time.Time, s float64, now time.Time) (time.Time, int) {
+	d, slack := secondsDuration(s), limitSlack(s)
+	switch {
+	case decide.Expired(start, d+slack, now):
+		return start.Add(d), due
+	case decide.Expired(start, d-slack, now):
+		return start.Add(d), maybeDue
+	}
+	return start.Add(d), notDue
+}
+
+// limitSlack is how far a limit recorded as s seconds (Duration.Seconds)
+// may be from the duration the library used: none under 2^51 ns, whose
+// every nanosecond float64 seconds hold; above, two units in the last
+// place of s.
+func limitSlack(s float64) time.Duration {
+	if s*float64(time.Second) < 1<<51 {
+		return 0
+	}
+	return 2 * time.Duration(math.Ceil((math.Nextafter(s, math.Inf(1))-s)*float64(time.Second)))
 }
