@@ -136,7 +136,6 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 	s := it.s
 	var ef effects
 	now := w.now()
-	w.refreshCoarse(toNanos(now))
 	w.mu.Lock()
 	if s.state.Load() != stateRunning {
 		w.mu.Unlock() // the window ended meanwhile: a benign no-op
@@ -144,7 +143,7 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 	}
 	// Derive the verdict again at the action's own instant, from the
 	// rules' memory as it was just before the decision.
-	sn := s.snapshot()
+	sn, now := s.snapshot(now)
 	sn.State = it.pre
 	v := decide.Decide(s.cfg.limits, sn, now)
 	if !it.noRecheck && (v.Action != decide.Act || ruleNames[v.Rule] != it.v.Rule) {

@@ -46,10 +46,9 @@ type CallLimits struct {
 // Session.Touch does not refresh a call's idle limit: it
 // is evidence for the session's rules and does not say which of the calls
 // in flight made progress; the stream guard and the MCP and eino adapters
-// report Progress on the call's context and touch their channel. With a
-// session, progress instants have the evidence
-// resolution (50 ms): an idle limit may end a call up to 50 ms early. An
-// idle limit at or above the cap never fires before it. A zero or negative
+// report Progress on the call's context and touch their channel. An idle
+// limit never fires before it has passed since the last progress, and one
+// at or above the cap never fires before the cap. A zero or negative
 // Cap, or a negative idle limit, is an error wrapping ErrInvalidArgument;
 // otherwise see Within.
 func CallWith(ctx context.Context, name string, l CallLimits, fn func(ctx context.Context) error) error {
@@ -111,7 +110,7 @@ func Progress(ctx context.Context, value uint64) bool {
 func (l *layer) progressed() {
 	var off int64
 	if l.w != nil {
-		off = l.w.coarseNow() - toNanos(l.started)
+		off = l.w.nowNanos() - toNanos(l.started)
 	} else {
 		off = int64(time.Since(l.started))
 	}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/benbjohnson/clock"
 )
 
 // WithCheckpoints makes the Watchdog record, every d on its Clock, the
@@ -24,10 +26,11 @@ func WithCheckpoints(d time.Duration) Option {
 	return func(c *config) { c.ckptEach = d }
 }
 
-// runCheckpoints is the WithCheckpoints goroutine.
-func (w *Watchdog) runCheckpoints(every time.Duration) {
+// runCheckpoints is the WithCheckpoints goroutine. New arms its first
+// period before it returns, so a fake clock advanced at once counts it.
+func (w *Watchdog) runCheckpoints(every time.Duration, tick <-chan struct{}, t *clock.Timer) {
 	defer w.wg.Done()
-	for w.sleep(every) {
+	for ok := w.wait(tick, t); ok; ok = w.sleep(every) {
 		cps, ss, sums := w.checkpoints()
 		now := w.now()
 		for i, s := range ss {

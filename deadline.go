@@ -46,7 +46,7 @@ type layer struct {
 	tctx     timeCtx       // fn's context
 	ended    atomic.Bool   // fn returned or was abandoned: Progress counts no more
 	prog     atomic.Uint64 // the last progress value (Progress)
-	progAt   atomic.Int64  // when progress last advanced: 1 + ns after started (coarse with a Watchdog); 0: never
+	progAt   atomic.Int64  // when progress last advanced: 1 + ns after started; 0: never
 	item     sched.Item[timed]
 	parent   *layer        // the enclosing layer, if any
 	abandon  chan struct{} // closed when the caller gives up on fn
@@ -347,6 +347,9 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 		// record, so that Replay re-derives the rule from the record
 		// exactly (a Progress may land meanwhile: it counts no more).
 		at := l.progAt.Load()
+		if p := l.idleRef(at); at > 0 && p.After(now) {
+			now = p // progress dated after the pass read the Clock: decide at it
+		}
 		hit, next := l.hit(now, at)
 		if hit == "" {
 			w.heap.Push(&l.item, toNanos(next))

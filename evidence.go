@@ -4,12 +4,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
-	"github.com/sessionwatchdog/watchdog/internal/stamps"
 )
 
 // Channel identifies an evidence channel of a session: one of the four
@@ -34,16 +32,17 @@ var builtinChannels = []string{"stdout", "mcp_tool", "subagent", "workspace"}
 
 // chanState is one channel's evidence. Written lock-free from any goroutine.
 type chanState struct {
-	last     atomic.Int64  // Unix ns of the latest evidence (coarse), or decide.Never
-	count    atomic.Uint64 // distinct instants with evidence
+	last     atomic.Int64  // Unix ns on the timeline of the latest evidence, or decide.Never
+	count    atomic.Uint64 // evidence recorded
 	progress atomic.Uint64 // highest progress value seen
 }
 
-// Touch records evidence of work on channel ch at the current instant (at the
-// Watchdog's evidence resolution). It is the hot path: lock-free, free of
-// allocations, safe from any goroutine, cheap enough to call on every line of
-// output. A channel outside the session's channels is ignored. Touching a
-// session whose window has ended has no effect on any verdict.
+// Touch records evidence of work on channel ch, dated by a reading of the
+// Watchdog's Clock. It is the hot path: lock-free, free of allocations,
+// safe from any goroutine, cheap enough to call on every line of output
+// (about the cost of a clock reading). A channel outside the session's
+// channels is ignored. Touching a session whose window has ended has no
+// effect on any verdict.
 func (s *Session) Touch(ch Channel) {
 	if uint(ch) < uint(len(s.evBuf)) {
 		s.mark(&s.evBuf[ch])
@@ -71,12 +70,13 @@ func (s *Session) numChannels() int {
 	return len(s.evBuf) + len(s.cfg.policy.Channels)
 }
 
+// mark records evidence on c now. The latest instant only moves forward:
+// of two concurrent marks, the later reading wins.
 func (s *Session) mark(c *chanState) {
-	now := s.w.coarseNow()
-	if c.last.Load() != now {
-		c.last.Store(now)
-		c.count.Add(1)
+	now := s.w.nowNanos()
+	for cur := c.last.Load(); now > cur && !c.last.CompareAndSwap(cur, now); cur = c.last.Load() {
 	}
+	c.count.Add(1)
 }
 
 // Progress records a heartbeat that carries a progress value (a sub-agent's
@@ -211,36 +211,45 @@ type EvidenceEntry struct {
 	// channel recorded none in this window. Its age at the verdict is the
 	// event's OccurredAt minus LastAt (age_seconds in the JSON).
 	LastAt *time.Time `json:"last_at"`
-	// Counter is how many distinct instants (at the evidence resolution)
-	// the channel recorded evidence at: a lower bound of the number of
-	// Touch calls.
+	// Counter is how many times the channel recorded evidence in the
+	// window (each Touch, each write of a Writer, each Progress that
+	// counted).
 	Counter uint64 `json:"counter"`
 }
 
-// snapshot reads the session for the decision. Called with w.mu held.
-func (s *Session) snapshot() decide.Snapshot {
-	return s.snapshotInto(make([]decide.Channel, s.numChannels()))
+// snapshot reads the session for a decision at now, a reading of the Clock
+// taken before. It returns the decision's instant: now, or the latest
+// evidence's instant if some evidence was dated after now (a Touch that
+// read the Clock meanwhile), so that no evidence is dated after the
+// verdict that reads it, nor before it happened. Called with w.mu held.
+func (s *Session) snapshot(now time.Time) (decide.Snapshot, time.Time) {
+	return s.snapshotInto(make([]decide.Channel, s.numChannels()), now)
 }
 
 // snapshotLocked is snapshot with its channels in the Watchdog's scratch
 // buffer: the result is valid only until w.mu is released or the next
 // snapshotLocked. Called with w.mu held.
-func (s *Session) snapshotLocked() decide.Snapshot {
+func (s *Session) snapshotLocked(now time.Time) (decide.Snapshot, time.Time) {
 	n := s.numChannels()
 	if n > len(s.w.scratch) {
-		return s.snapshot()
+		return s.snapshot(now)
 	}
-	return s.snapshotInto(s.w.scratch[:n])
+	return s.snapshotInto(s.w.scratch[:n], now)
 }
 
-func (s *Session) snapshotInto(chs []decide.Channel) decide.Snapshot {
+func (s *Session) snapshotInto(chs []decide.Channel, now time.Time) (decide.Snapshot, time.Time) {
+	latest := toNanos(now)
 	for i := range chs {
 		c := s.chanAt(Channel(i))
-		chs[i] = decide.Channel{Last: s.w.coarse.Dated(c.last.Load()), Count: c.count.Load()}
+		chs[i] = decide.Channel{Last: c.last.Load(), Count: c.count.Load()}
+		latest = max(latest, chs[i].Last)
 	}
 	r := s.r()
 	var until time.Time
 	for _, l := range r.bounded {
+		if at := l.progAt.Load(); at > 0 {
+			latest = max(latest, toNanos(l.idleRef(at)))
+		}
 		end := l.deadline.Add(l.grace)
 		if l.state == layerFired {
 			end = time.Unix(0, l.item.Due) // the grace runs from the fire
@@ -249,8 +258,11 @@ func (s *Session) snapshotInto(chs []decide.Channel) decide.Snapshot {
 			until = end
 		}
 	}
+	if latest != toNanos(now) {
+		now = time.Unix(0, latest).UTC()
+	}
 	var grace time.Time
-	if s.evBuf[ChannelStdout].last.Load() == decide.Never {
+	if chs[ChannelStdout].Last == decide.Never {
 		grace = r.graceUntil // the grace ends at the first output
 	}
 	return decide.Snapshot{
@@ -266,7 +278,7 @@ func (s *Session) snapshotInto(chs []decide.Channel) decide.Snapshot {
 		ChildWait:          r.waits.closed,
 		ChildWaitOpenSince: r.waits.openSince,
 		State:              r.rules,
-	}
+	}, now
 }
 
 // summary is the per-channel evidence summary of snapshot sn (at now, the
@@ -295,96 +307,4 @@ func (s *Session) summary(sn decide.Snapshot, now time.Time) []EvidenceEntry {
 type summaryBlock struct {
 	entries [4]EvidenceEntry
 	lasts   [4]time.Time
-}
-
-// coarse is the Watchdog's evidence clock: a timestamp that Touch copies
-// instead of reading a clock (internal/stamps). It ticks every resolution
-// while evidence is being recorded and stops when none is, so an idle
-// Watchdog costs no CPU. With the real clock it keeps the stamps' history by
-// which the rules date evidence (see stamps.Clock.Dated).
-type coarseClock struct {
-	stamps.Clock
-	ticking atomic.Bool
-	touched atomic.Bool
-	closed  atomic.Bool
-	mu      sync.Mutex // guards timer
-	timer   interface{ Stop() bool }
-
-	hold atomic.Pointer[chan struct{}] // tests only: holds the ticks (a starved machine)
-}
-
-// refreshCoarse moves the evidence clock to t (on the timeline) if t is
-// later; with the real clock it also remembers the stamp it replaced.
-func (w *Watchdog) refreshCoarse(t int64) { w.coarse.Refresh(t, w.readNanos) }
-
-// retainFor widens the stamps' history to cover what the rules of limits
-// may look back at.
-func (c *coarseClock) retainFor(l decide.Limits) {
-	c.Retain(l.IdleWindow + l.EvidenceTTL + l.MaxIdleDeferral + l.StartupGrace +
-		time.Duration(l.SettleChecks)*l.SettleInterval + time.Minute)
-}
-
-// coarseNow returns the evidence clock for Touch, starting its ticks if they
-// are stopped.
-func (w *Watchdog) coarseNow() int64 {
-	c := &w.coarse
-	if !c.ticking.Load() {
-		w.startTicks()
-	} else if !c.touched.Load() {
-		c.touched.Store(true)
-	}
-	return c.Now()
-}
-
-func (w *Watchdog) startTicks() {
-	c := &w.coarse
-	if c.closed.Load() || !c.ticking.CompareAndSwap(false, true) {
-		return
-	}
-	w.refreshCoarse(toNanos(w.now()))
-	c.touched.Store(false)
-	w.armTick()
-}
-
-func (w *Watchdog) armTick() {
-	c := &w.coarse
-	if c.closed.Load() {
-		return
-	}
-	t := w.clock.AfterFunc(evidenceResolution, w.tick) // user code: never under the lock
-	if t == nil {
-		return
-	}
-	c.mu.Lock()
-	c.timer = t
-	closed := c.closed.Load()
-	c.mu.Unlock()
-	if closed { // stopTicks ran meanwhile: it may have missed t
-		t.Stop()
-	}
-}
-
-func (w *Watchdog) tick() {
-	c := &w.coarse
-	if g := c.hold.Load(); g != nil {
-		<-*g // tests only: a tick that waits for a CPU
-	}
-	w.refreshCoarse(toNanos(w.now()))
-	if c.touched.Swap(false) && !c.closed.Load() {
-		w.armTick()
-		return
-	}
-	c.ticking.Store(false)
-}
-
-func (w *Watchdog) stopTicks() {
-	c := &w.coarse
-	c.closed.Store(true)
-	c.mu.Lock()
-	t := c.timer
-	c.timer = nil
-	c.mu.Unlock()
-	if t != nil {
-		t.Stop()
-	}
 }

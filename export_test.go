@@ -16,14 +16,6 @@ func SetWorkspaceHook(w *Watchdog, f func(*Session, string)) {
 // operator setting the system clock does to the real clock.
 func StepWallClock(w *Watchdog, d time.Duration) { w.wallSkew.Add(int64(d)) }
 
-// HoldEvidenceTicks holds w's evidence-clock ticks, as a starved machine
-// would, until release is called.
-func HoldEvidenceTicks(w *Watchdog) (release func()) {
-	g := make(chan struct{})
-	w.coarse.hold.Store(&g)
-	return func() { w.coarse.hold.Store(nil); close(g) }
-}
-
 // SetMaxQueued sets the recorder queue's bound for new sessions; it returns
 // a func restoring it.
 func SetMaxQueued(n int) (restore func()) {

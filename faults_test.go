@@ -223,43 +223,6 @@ func TestAPanickingLoadFailsTheResumeAndFreesTheID(t *testing.T) {
 	assert.Equal(t, 1, s.Window())
 }
 
-// Evidence is never made to look older than it is. The evidence clock's
-// ticks are held from 3 s to 6.5 s, as on a starved machine, and the agent
-// writes a file at 6 s, stamped 3 s. The idle rule dates that evidence at
-// 6.5 s, the first instant by which it is known to have happened (never
-// earlier than the truth, at most the starvation later): at 10 s it
-// waits (the evidence is younger than its 5 s TTL) instead of killing the
-// agent on a 7 s old stamp, and it acts when the dated evidence expires.
-func TestStarvedEvidenceClockNeverMakesEvidenceLookOlder(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		store := watchdog.NewMemoryStore()
-		w := watchdog.New(watchdog.WithStore(store))
-		defer w.Close(context.Background())
-		start := time.Now()
-		s, err := w.Start(context.Background(), "agent", start, watchdog.Policy{
-			WallClock: time.Hour, IdleWindow: 10 * time.Second, EvidenceTTL: 5 * time.Second, SettleChecks: 1,
-		})
-		require.NoError(t, err)
-		time.Sleep(3 * time.Second)
-		release := watchdog.HoldEvidenceTicks(w)
-		s.Touch(watchdog.ChannelWorkspace) // stamped 3 s; the next tick is held
-		time.Sleep(3 * time.Second)
-		s.Touch(watchdog.ChannelWorkspace) // at 6 s, still stamped 3 s
-		time.Sleep(500 * time.Millisecond)
-		release() // the tick runs at 6.5 s
-
-		time.Sleep(4 * time.Second) // 10.5 s
-		require.NoError(t, s.Context().Err(), "killed on a stale stamp while the evidence was 4.5 s old")
-		<-s.Context().Done()
-		assert.Equal(t, 11500*time.Millisecond+time.Nanosecond, time.Since(start), "acts when the dated evidence expires")
-		require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrIdleExceeded)
-		synctest.Wait()
-		cont := ofKind(load(t, store, "agent"), watchdog.KindVerdict)
-		require.NotEmpty(t, cont)
-		assert.Equal(t, start.Add(6500*time.Millisecond).UTC(), *entry(t, cont[0], "workspace").LastAt)
-	})
-}
-
 // fixedStore's Load returns its events whatever the id.
 type fixedStore struct {
 	*watchdog.MemoryStore

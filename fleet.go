@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"go.uber.org/zap"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
@@ -108,7 +109,7 @@ func (w *Watchdog) checkpoints() ([]Checkpoint, []*Session, []uint64) {
 			c := s.chanAt(Channel(i))
 			ev[i] = EvidenceEntry{Channel: s.channelName(i), Counter: c.count.Load()}
 			if l := c.last.Load(); l != decide.Never {
-				t := time.Unix(0, w.coarse.Dated(l)).UTC() // on the timeline
+				t := time.Unix(0, l).UTC() // on the timeline
 				ev[i].LastAt = &t
 			}
 		}
@@ -122,12 +123,9 @@ func (w *Watchdog) checkpoints() ([]Checkpoint, []*Session, []uint64) {
 // each channel's latest instant and counter, so that the idle rule
 // continues from them. Called before the session is shared.
 func (w *Watchdog) seed(s *Session, ev []EvidenceEntry) {
-	// The evidence clock now, ticking: a seeded instant is then dated as
-	// itself, or at most one tick later if it equals the current stamp,
-	// like evidence touched now. One ahead of this clock proves no later
-	// work: it is taken as now.
-	w.refreshCoarse(toNanos(w.now()))
-	now := w.coarseNow()
+	// A seeded instant ahead of the Clock (another member's clock) proves
+	// no later work: it is taken as now.
+	now := toNanos(w.now())
 	var sum uint64
 	for i := range s.numChannels() {
 		name := s.channelName(i)
@@ -244,9 +242,15 @@ func (w *Watchdog) runSweeps() {
 }
 
 // sleep waits d on the Watchdog's clock; false once the Watchdog closes.
-func (w *Watchdog) sleep(d time.Duration) bool {
+func (w *Watchdog) sleep(d time.Duration) bool { return w.wait(w.after(d)) }
+
+// after arms a timer of d on the Clock; wait waits for it, or for Close.
+func (w *Watchdog) after(d time.Duration) (<-chan struct{}, *clock.Timer) {
 	tick := make(chan struct{})
-	t := w.clock.AfterFunc(d, func() { close(tick) })
+	return tick, w.clock.AfterFunc(d, func() { close(tick) })
+}
+
+func (w *Watchdog) wait(tick <-chan struct{}, t *clock.Timer) bool {
 	select {
 	case <-tick:
 		return true

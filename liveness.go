@@ -36,7 +36,6 @@ func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err err
 	}
 	w := s.w
 	now := w.now()
-	w.refreshCoarse(toNanos(now))
 	var ef effects
 	w.mu.Lock()
 	if s.state.Load() != stateRunning {
@@ -49,10 +48,10 @@ func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err err
 		r.liveness = make(map[string]decide.LivenessState)
 	}
 	mode := s.cfg.policy.modeOf(rule)
+	sn, now := s.snapshotLocked(now) // valid under w.mu only: summary copies it
 	v := decide.Liveness(r.liveness[rule], stale, now, s.cfg.limits.SettleChecks, s.cfg.limits.SettleInterval, mode == ModeShadow, r.acting)
 	r.liveness[rule] = v.State
 	if v.Record || v.Action != decide.Continue {
-		sn := s.snapshot()
 		e := s.event(KindVerdict, now)
 		e.Rule, e.ActiveChannel = rule, "none"
 		e.SettleCount, e.SettleChecks = v.Stale, s.cfg.limits.SettleChecks

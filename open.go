@@ -64,7 +64,8 @@ func (s *Session) resumeMarks(e *Event) {
 			e.ObservedSince = since
 		}
 		if r.carried {
-			e.EvidenceSummary = s.summary(s.snapshot(), e.OccurredAt)
+			sn, _ := s.snapshot(e.OccurredAt) // not shared yet: nothing touched it after e's instant
+			e.EvidenceSummary = s.summary(sn, e.OccurredAt)
 		}
 	}
 }

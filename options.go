@@ -62,12 +62,8 @@ type config struct {
 	calls    int
 }
 
-// evidenceResolution is the resolution of evidence timestamps. Recording
-// evidence reads no clock: it copies a coarse timestamp that the Watchdog
-// refreshes every evidenceResolution while evidence is being recorded (and
-// at every decision and settle point), so Touch costs about a nanosecond
-// and an idle Watchdog costs no CPU.
-const evidenceResolution = 50 * time.Millisecond
+// minCheckpointEvery is the shortest period of WithCheckpoints.
+const minCheckpointEvery = 50 * time.Millisecond
 
 func defaultConfig() config {
 	return config{retryMin: defaultRetryMin, retryMax: defaultRetryMax}

@@ -264,9 +264,8 @@ func describe(v decide.Verdict, extra []string) string {
 // measure and limit), and whether they match.
 //
 // No tolerance is needed for the instants: the record holds the progress
-// instant the verdict used (one reading, taken before the verdict; with a
-// session it is coarse, up to 50 ms early, and the record says so
-// exactly), the call's start and the record's instant, all to the
+// instant the verdict used (one reading, taken before the verdict), the
+// call's start and the record's instant, all to the
 // nanosecond. The limits are recorded as float64 seconds, which hold
 // every nanosecond of a duration under 2^51 ns (26 days) but not above:
 // there a limit is re-derived within limitSlack, and a record's instant

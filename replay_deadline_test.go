@@ -111,12 +111,11 @@ func TestReplayRederivesTheIdleCapAndFirstProgressFiresOfRealCalls(t *testing.T)
 	}
 }
 
-// With a session on the real clock, a progress instant has the evidence
-// resolution (50 ms): progress at 730 ms, 30 ms after the evidence clock
-// last ticked, is stamped 700 ms, and the call dies 30 ms early. Its record
-// holds the coarse instant the verdict used, from which Replay re-derives
-// the fire exactly.
-func TestReplayRederivesAnIdleFireFromTheCoarseProgressInstantTheCallUsed(t *testing.T) {
+// In a session on the real clock (a synctest bubble), a call's progress is
+// dated exactly: progress at 700 ms and 730 ms ends an idle limit of 1 s at
+// 1,730 ms, not earlier, and its record holds the instant the verdict used,
+// from which Replay re-derives the fire exactly.
+func TestACallInASessionEndsExactlyItsIdleLimitAfterTheLastProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		store := watchdog.NewMemoryStore()
@@ -126,14 +125,14 @@ func TestReplayRederivesAnIdleFireFromTheCoarseProgressInstantTheCallUsed(t *tes
 		require.NoError(t, err)
 		err = watchdog.CallWith(s.Context(), "llm", watchdog.CallLimits{Cap: time.Minute, Idle: time.Second}, func(ctx context.Context) error {
 			time.Sleep(700 * time.Millisecond)
-			watchdog.Progress(ctx, 1) // the evidence clock ticks again from here
+			watchdog.Progress(ctx, 1)
 			time.Sleep(30 * time.Millisecond)
 			watchdog.Progress(ctx, 2)
 			<-ctx.Done()
 			return ctx.Err()
 		})
 		require.ErrorIs(t, err, watchdog.ErrDeadlineExceeded)
-		assert.Equal(t, 1700*time.Millisecond, time.Since(begin), "30 ms early")
+		assert.Equal(t, 1730*time.Millisecond, time.Since(begin), "the idle limit after the last progress, exactly")
 		s.Stop()
 		require.NoError(t, w.Close(ctx))
 
@@ -144,7 +143,7 @@ func TestReplayRederivesAnIdleFireFromTheCoarseProgressInstantTheCallUsed(t *tes
 		c := d[0].CallsInFlight[0]
 		assert.Equal(t, "handler_idle", d[0].Rule)
 		assert.Equal(t, uint64(2), c.Progress)
-		assert.True(t, c.ProgressAt.Equal(begin.Add(700*time.Millisecond)), "coarse progress instant %v after the start", c.ProgressAt.Sub(begin))
+		assert.True(t, c.ProgressAt.Equal(begin.Add(730*time.Millisecond)), "progress instant %v after the start", c.ProgressAt.Sub(begin))
 		assert.True(t, d[0].OccurredAt.Equal(c.ProgressAt.Add(time.Second)), "the idle limit from the recorded instant")
 		assert.Empty(t, replayed(t, evs))
 	})

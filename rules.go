@@ -81,5 +81,4 @@ func init() {
 	policyview.BuiltinChannels = builtinChannels
 	policyview.RuleByName = ruleByName
 	policyview.RuleNames = ruleNames[:]
-	policyview.EvidenceResolution = evidenceResolution
 }

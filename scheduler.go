@@ -60,7 +60,6 @@ func (w *Watchdog) pass() {
 	w.armedAt.Store(math.MaxInt64) // in a pass: a deadline pushed meanwhile arms its own timer
 	now := w.now()
 	nowNs := toNanos(now)
-	w.refreshCoarse(nowNs)
 	ef := &w.ef
 	w.mu.Lock()
 	// Pop every due item first: whatever a handler pushes back during this

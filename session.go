@@ -148,7 +148,6 @@ func (w *Watchdog) config(p Policy) *sessionConfig {
 		return c
 	}
 	c := newSessionConfig(p)
-	w.coarse.retainFor(c.limits)
 	w.lastConfig.Store(c)
 	return c
 }

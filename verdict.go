@@ -113,7 +113,8 @@ func (s *Session) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 // Called with w.mu held.
 func (w *Watchdog) decideLocked(s *Session, now time.Time, ef *effects) {
 	for {
-		sn := s.snapshotLocked() // valid under w.mu only: what is kept is copied
+		var sn decide.Snapshot
+		sn, now = s.snapshotLocked(now) // valid under w.mu only: what is kept is copied
 		v := decide.Decide(s.cfg.limits, sn, now)
 		switch v.Action {
 		case decide.Advise:
@@ -224,7 +225,8 @@ func (w *Watchdog) cancelAttemptLocked(s *Session, ve *VerdictError, now time.Ti
 	w.record(ef, e)
 	s.since = toNanos(now)
 	s.setRules(decide.State{Advised: s.r().rules.Advised})
-	v := decide.Decide(s.cfg.limits, s.snapshotLocked(), now)
+	sn, now := s.snapshotLocked(now)
+	v := decide.Decide(s.cfg.limits, sn, now)
 	if !v.Next.IsZero() {
 		w.heap.Push(&s.item, toNanos(v.Next))
 	}

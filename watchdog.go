@@ -42,7 +42,6 @@ type Watchdog struct {
 	running   atomic.Int64 // handler goroutines still running after abandonment
 	// sessions whose action failed and is retried after a backoff
 	failingActions atomic.Int64
-	coarse         coarseClock
 
 	epoch      time.Time    // the first reading of the Clock: the timeline's origin (see timeline.go)
 	epochNanos int64        // epoch's wall time, Unix ns
@@ -154,9 +153,6 @@ func New(opts ...Option) *Watchdog {
 		done:      make(chan struct{}),
 		schedDone: make(chan struct{}),
 	}
-	if rt != nil {
-		w.coarse.KeepHistory(time.Minute, evidenceResolution)
-	}
 	w.readNanos = func() int64 { return toNanos(w.now()) }
 	w.wakeFn = w.wake
 	w.act = newActor(w)
@@ -200,7 +196,6 @@ func New(opts ...Option) *Watchdog {
 	}
 	w.epoch = w.clock.Now()
 	w.epochNanos = toNanos(w.epoch)
-	w.coarse.Set(toNanos(w.now()))
 	w.wg.Add(2)
 	go func() { defer w.wg.Done(); w.rec.Run() }()
 	w.armedAt.Store(math.MaxInt64)
@@ -211,7 +206,9 @@ func New(opts ...Option) *Watchdog {
 	}
 	if c.ckptEach > 0 {
 		w.wg.Add(1)
-		go w.runCheckpoints(max(c.ckptEach, evidenceResolution))
+		every := max(c.ckptEach, minCheckpointEvery)
+		tick, t := w.after(every)
+		go w.runCheckpoints(every, tick, t)
 	}
 	if w.fleet != nil {
 		w.wg.Add(1)
@@ -299,7 +296,6 @@ func FromContext(ctx context.Context) *Session {
 // already) and arms the timer.
 func (w *Watchdog) activate(s *Session, kind string, reserved, opened bool, adopted *Orphan) error {
 	now := w.now()
-	w.refreshCoarse(toNanos(now))
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -320,7 +316,8 @@ func (w *Watchdog) activate(s *Session, kind string, reserved, opened bool, adop
 		// restart, does not grant the grace again.
 		s.rw().graceUntil = s.windowStartedAt.Add(g)
 	}
-	v := decide.Decide(s.cfg.limits, s.snapshotLocked(), now)
+	sn, at := s.snapshotLocked(now) // at is now: nobody touched s yet
+	v := decide.Decide(s.cfg.limits, sn, at)
 	due := toNanos(v.Next)
 	if v.Action != decide.Continue || v.Record || v.Next.IsZero() {
 		due = toNanos(now) // already due: the scheduler decides it
@@ -425,7 +422,6 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		if w.fleet != nil {
 			w.fleet.cancel() // ends a heartbeat or an adoption in progress
 		}
-		w.stopTicks()
 		actErr := w.act.close(ctx)
 		// Every wait below ends by ctx's end: a goroutine held by user code
 		// that ignores its context (a Clock, a hook, a store) is named in

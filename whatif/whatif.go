@@ -354,8 +354,11 @@ func window(evs []watchdog.Event, cand watchdog.Policy, ckptEvery time.Duration)
 		}
 		if seen || slices.Contains(policyview.BuiltinChannels, name) || recorded == nil || slices.Contains(recorded.Channels, name) {
 			// After the last observation: evidence the log does not hold,
-			// dated (at the evidence clock's resolution) after it.
-			k.gaps = append(k.gaps, [3]int64{max(prevLast, tailFrom, prevAt-int64(policyview.EvidenceResolution)), 1<<63 - 1, prevAt})
+			// dated after it (evidence is dated by a clock reading, and an
+			// observation lists all evidence dated up to its instant but a
+			// Touch that raced it by the nanoseconds between its reading and
+			// its store).
+			k.gaps = append(k.gaps, [3]int64{max(prevLast, tailFrom, prevAt), 1<<63 - 1, prevAt})
 		}
 	}
 

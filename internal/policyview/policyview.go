@@ -4,11 +4,7 @@
 // that imports it.
 package policyview
 
-import (
-	"time"
-
-	"github.com/sessionwatchdog/watchdog/internal/decide"
-)
+import "github.com/sessionwatchdog/watchdog/internal/decide"
 
 var (
 	// Limits resolves a watchdog.Policy (defaults applied) as the Watchdog does.
@@ -22,6 +18,4 @@ var (
 	// RuleByName and RuleNames map the built-in rules' names to decide's rules and back.
 	RuleByName map[string]decide.Rule
 	RuleNames  []string
-	// EvidenceResolution is the resolution at which evidence is dated.
-	EvidenceResolution time.Duration
 )
