@@ -174,9 +174,10 @@ func (w *Watchdog) Stats() Stats {
 	w.mu.Unlock()
 	var since time.Time
 	w.rec.Oldest(func(en *entry) {
-		since = en.ev.OccurredAt
 		if en.fire != nil {
 			since = en.facts.now
+		} else {
+			since = en.ev.OccurredAt
 		}
 	})
 	var oldest time.Duration

@@ -141,7 +141,7 @@ func (w *Watchdog) settled(e Event, err error) {
 		lost.Reason, lost.Error = ReasonAlreadyDecided, err.Error()
 		lost.OccurredAt = w.wall(w.now()).UTC()
 		lost.ElapsedSeconds = lost.OccurredAt.Sub(lost.WindowStartedAt).Seconds()
-		w.rec.Push(entry{ev: lost, seq: w.ids.Next()}) // its instants are the wall's already: not shifted again
+		w.rec.Push(entry{ev: &lost, seq: w.ids.Next()}) // its instants are the wall's already: not shifted again
 		w.rec.Poke()
 		return
 	}

@@ -324,9 +324,10 @@ func dues(count int) []time.Time {
 }
 
 var (
-	lateStart = flag.Duration("late-start", 5*time.Second, "delay from the start of the setup to the first deadline of the lateness run")
-	lateStore = flag.String("late-store", "memory,discard", "comma-separated EventStores of the lateness run's Watchdog: memory, discard")
-	lateNaive = flag.String("late-naive", "heap,afterfunc", "comma-separated naive approaches of the lateness run: heap (one goroutine, a min-heap and a time.Timer), afterfunc (a time.AfterFunc per session); empty for none")
+	lateStart   = flag.Duration("late-start", 5*time.Second, "delay from the start of the setup to the first deadline of the lateness run")
+	lateStore   = flag.String("late-store", "memory,discard", "comma-separated EventStores of the lateness run's Watchdog: memory, discard")
+	fireProfile = flag.String("fire-profile", "", "write a CPU profile of the lateness run's fires (from the end of the setup to the last recorded event, the first approach of the first -busy value only) to this file")
+	lateNaive   = flag.String("late-naive", "heap,afterfunc", "comma-separated naive approaches of the lateness run: heap (one goroutine, a min-heap and a time.Timer), afterfunc (a time.AfterFunc per session); empty for none")
 )
 
 // watchdogLateness watches count sessions due within the spread with the
@@ -337,7 +338,7 @@ var (
 //
 // It also returns how long after the last due instant every event was
 // recorded (Close returned).
-func watchdogLateness(count int, store string, busy func()) (lat, int, time.Duration) {
+func watchdogLateness(count int, store string, busy, done func()) (lat, int, time.Duration) {
 	var opts []watchdog.Option
 	if store == "discard" {
 		opts = append(opts, watchdog.WithStore(discardStore{}))
@@ -367,6 +368,10 @@ func watchdogLateness(count int, store string, busy func()) (lat, int, time.Dura
 	}
 	busy()
 	wg.Wait()
+	if err := w.Close(context.Background()); err != nil {
+		fatal(err)
+	}
+	done()
 	last := 0
 	for i, due := range ds {
 		if due.After(ds[last]) {
@@ -383,16 +388,13 @@ func watchdogLateness(count int, store string, busy func()) (lat, int, time.Dura
 			early++
 		}
 	}
-	if err := w.Close(context.Background()); err != nil {
-		fatal(err)
-	}
 	return percentiles(out), early, time.Since(ds[last])
 }
 
 // afterFuncLateness arms one time.AfterFunc per session that cancels its
 // context, and returns when each context's Done was seen (a
 // context.AfterFunc) minus its due instant.
-func afterFuncLateness(count int, busy func()) (lat, int) {
+func afterFuncLateness(count int, busy, done func()) (lat, int) {
 	ds := dues(count)
 	out := make([]time.Duration, count)
 	var wg sync.WaitGroup
@@ -408,6 +410,7 @@ func afterFuncLateness(count int, busy func()) (lat, int) {
 	}
 	busy()
 	wg.Wait()
+	done()
 	early := 0
 	for _, d := range out {
 		if d < 0 {
@@ -440,7 +443,7 @@ func (h *deadlineHeap) Pop() any {
 // heapLateness is the naive single scheduler a user could write: one
 // goroutine, a min-heap of deadlines and one time.Timer for the earliest. It
 // returns when each context was cancelled minus its due instant.
-func heapLateness(count int, busy func()) (lat, int) {
+func heapLateness(count int, busy, done func()) (lat, int) {
 	ds := dues(count)
 	out := make([]time.Duration, count)
 	h := make(deadlineHeap, 0, count)
@@ -457,9 +460,9 @@ func heapLateness(count int, busy func()) (lat, int) {
 		fatal(errors.New("setup took longer than -late-start: raise it"))
 	}
 	busy()
-	done := make(chan struct{})
+	finished := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(finished)
 		t := time.NewTimer(time.Until(h[0].due))
 		defer t.Stop()
 		for range t.C {
@@ -474,8 +477,9 @@ func heapLateness(count int, busy func()) (lat, int) {
 			t.Reset(time.Until(h[0].due))
 		}
 	}()
-	<-done
+	<-finished
 	wg.Wait()
+	done()
 	early := 0
 	for _, d := range out {
 		if d < 0 {
@@ -487,8 +491,8 @@ func heapLateness(count int, busy func()) (lat, int) {
 
 func lateness() {
 	fmt.Printf("\n## fire lateness: %d sessions due within %v (real clock)\n\n", *lateN, *spread)
-	fmt.Println("| approach/store | CPU-bound goroutines | p50 | p99 | max | early | all recorded |")
-	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Println("| approach/store | CPU-bound goroutines | p50 | p99 | max | early | all recorded | CPU per fire |")
+	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, f := range strings.Split(*busy, ",") {
 		k, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil {
@@ -504,9 +508,32 @@ func lateness() {
 		for _, impl := range impls {
 			runtime.GC()
 			stop := make(chan struct{})
+			var cpu0, cpu time.Duration
+			var ms runtime.MemStats
+			var mallocs uint64
+			profiling := false
 			busy := func() { // once the setup is done, before the first deadline
+				if *fireProfile != "" {
+					f, err := os.Create(*fireProfile)
+					if err != nil {
+						fatal(err)
+					}
+					*fireProfile = ""
+					profiling = pprof.StartCPUProfile(f) == nil
+				}
+				runtime.ReadMemStats(&ms)
+				mallocs = ms.Mallocs
+				cpu0 = cpuTime()
 				for range k {
 					go spin(stop)
+				}
+			}
+			done := func() { // every context cancelled and, for the watchdog, every event recorded
+				cpu = cpuTime() - cpu0
+				runtime.ReadMemStats(&ms)
+				mallocs = ms.Mallocs - mallocs
+				if profiling {
+					pprof.StopCPUProfile()
 				}
 			}
 			var l lat
@@ -514,15 +541,19 @@ func lateness() {
 			recorded := "-"
 			if st, ok := strings.CutPrefix(impl, "watchdog/"); ok {
 				var d time.Duration
-				l, early, d = watchdogLateness(*lateN, st, busy)
+				l, early, d = watchdogLateness(*lateN, st, busy, done)
 				recorded = rnd(d).String()
 			} else if impl == "heap" {
-				l, early = heapLateness(*lateN, busy)
+				l, early = heapLateness(*lateN, busy, done)
 			} else {
-				l, early = afterFuncLateness(*lateN, busy)
+				l, early = afterFuncLateness(*lateN, busy, done)
 			}
 			close(stop)
-			fmt.Printf("| %s | %d | %v | %v | %v | %d | %s |\n", impl, k, rnd(l.p50), rnd(l.p99), rnd(l.max), early, recorded)
+			perFire := "-" // the busy goroutines' CPU is in the process's: only without them
+			if k == 0 {
+				perFire = fmt.Sprintf("%v, %.1f allocs", cpu/time.Duration(*lateN), float64(mallocs)/float64(*lateN))
+			}
+			fmt.Printf("| %s | %d | %v | %v | %v | %d | %s | %s |\n", impl, k, rnd(l.p50), rnd(l.p99), rnd(l.max), early, recorded, perFire)
 		}
 	}
 }
