@@ -7,8 +7,10 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -162,4 +164,70 @@ func TestPolicyJSONDurationsRoundTripExactlyOrAreRefused(t *testing.T) {
 			assert.ErrorContains(t, err, knob)
 		}
 	}
+}
+
+// A start later than the Watchdog's Clock reads, by more than the second
+// Start tolerates, is refused with an error that names the start, the
+// Clock's reading and the likely mistake; nothing is recorded and the id
+// stays free. A start up to a second ahead is taken.
+func TestStartRefusesAStartInTheFutureOfTheWatchdogsClock(t *testing.T) {
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, newMock(), store)
+	_, err := w.Start(context.Background(), "s", t0.Add(time.Second+time.Nanosecond), watchdog.Policy{})
+	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
+	assert.EqualError(t, err, `watchdog: invalid argument: session "s": session_started_at 2026-05-23 09:00:01.000000001 +0000 UTC`+
+		` is 1.000000001s later than the Watchdog's Clock, which reads 2026-05-23 09:00:00 +0000 UTC (at most 1s ahead is tolerated);`+
+		` under a mock Clock, take the start from that Clock (mock.Now()), not from time.Now()`)
+	require.NoError(t, w.Check(context.Background()))
+	assert.Empty(t, load(t, store, "s"), "a refused start records nothing")
+
+	s, err := w.Start(context.Background(), "s", t0.Add(time.Second), watchdog.Policy{})
+	require.NoError(t, err, "a second ahead is tolerated, and the id is free")
+	assert.Equal(t, t0.Add(time.Second), s.StartedAt())
+}
+
+// time.Now() given to a Watchdog on a mock clock, the usual mistake, fails
+// at Start: on a fresh clock.Mock (1970) as on one set to a fixed date.
+func TestStartUnderAMockClockWithTimeNowFailsLoudly(t *testing.T) {
+	for name, mock := range map[string]*clock.Mock{"fresh mock (1970)": clock.NewMock(), "mock at a fixed date": newMock()} {
+		t.Run(name, func(t *testing.T) {
+			w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+			_, err := w.Start(context.Background(), "s", time.Now(), watchdog.Policy{WallClock: time.Minute})
+			require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
+			assert.ErrorContains(t, err, "later than the Watchdog's Clock, which reads "+mock.Now().UTC().String())
+			assert.ErrorContains(t, err, "mock.Now()")
+			_, err = w.Start(context.Background(), "s", mock.Now(), watchdog.Policy{WallClock: time.Minute})
+			require.NoError(t, err)
+		})
+	}
+}
+
+// After a step of the wall clock, a start read from the stepped clock is
+// now, not an hour in the future: Start compares on the Watchdog's
+// timeline.
+func TestStartTakesAStartReadFromASteppedWallClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := watchdog.New()
+		defer w.Close(context.Background())
+		watchdog.StepWallClock(w, time.Hour)
+		stepped := time.Now().Add(time.Hour) // what time.Now() reads after the step
+		s, err := w.Start(context.Background(), "s", stepped, watchdog.Policy{})
+		require.NoError(t, err)
+		assert.Equal(t, stepped.UTC(), s.StartedAt())
+		_, err = w.Start(context.Background(), "later", stepped.Add(2*time.Second), watchdog.Policy{})
+		require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
+	})
+}
+
+// A start in the past is legitimate: its budget is partly spent, and the
+// session fires when the rest runs out.
+func TestStartInThePastSpendsPartOfTheBudget(t *testing.T) {
+	mock := newMock()
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+	s, err := w.Start(context.Background(), "s", t0.Add(-40*time.Second), watchdog.Policy{WallClock: time.Minute})
+	require.NoError(t, err)
+	advance(t, mock, 20*time.Second, w)
+	require.NoError(t, s.Context().Err(), "exactly the budget has elapsed: not yet over it")
+	advance(t, mock, time.Nanosecond, w)
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
 }
