@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -230,4 +231,68 @@ func TestStartInThePastSpendsPartOfTheBudget(t *testing.T) {
 	require.NoError(t, s.Context().Err(), "exactly the budget has elapsed: not yet over it")
 	advance(t, mock, time.Nanosecond, w)
 	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
+}
+
+// durationKnobs returns the JSON knobs of Policy's durations, from its own
+// encoding, so a duration added later is checked too.
+func durationKnobs(t *testing.T) []string {
+	var p watchdog.Policy
+	v := reflect.ValueOf(&p).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Type() == reflect.TypeFor[time.Duration]() {
+			f.SetInt(int64(time.Second))
+		}
+	}
+	b, err := json.Marshal(p)
+	require.NoError(t, err)
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(b, &m))
+	var knobs []string
+	for k := range m {
+		knobs = append(knobs, k)
+	}
+	require.Len(t, knobs, 11, "%s", b)
+	return knobs
+}
+
+// A value of the wrong type is refused with an error naming its knob, for
+// every knob; a duration's error names the value too.
+func TestPolicyJSONMistypedValueNamesItsKnob(t *testing.T) {
+	for _, knob := range durationKnobs(t) {
+		for _, v := range []string{`"ten"`, `"10s"`, `true`, `[]`, `{}`} {
+			var p watchdog.Policy
+			err := json.Unmarshal([]byte(`{"`+knob+`":`+v+`}`), &p)
+			require.ErrorIs(t, err, watchdog.ErrInvalidPolicy, "%s = %s", knob, v)
+			assert.ErrorContains(t, err, knob+" = "+v+" is not a JSON number of seconds")
+		}
+	}
+	for knob, v := range map[string]string{
+		"settle_checks": `"3"`, "recovery_budget": `1.5`, "mode": `3`, "rule_modes": `{"idle":3}`,
+		"evidence_channels": `"build"`, "liveness_rules": `[1]`, "continue_when_owner_lost": `"yes"`,
+		"wall_clock_supervised_only": `1`, "workspace_root": `true`, "workspace_ignore": `"*.log"`,
+		"phase_budgets_seconds": `{"plan":"ten"}`,
+	} {
+		var p watchdog.Policy
+		err := json.Unmarshal([]byte(`{"`+knob+`":`+v+`}`), &p)
+		require.ErrorIs(t, err, watchdog.ErrInvalidPolicy, "%s = %s", knob, v)
+		assert.ErrorContains(t, err, knob, "%s = %s", knob, v)
+	}
+}
+
+// A duration written as a string of digits is refused, never read as
+// seconds; the number itself is read, and null still means the default.
+func TestPolicyJSONDigitStringDurationIsRefused(t *testing.T) {
+	var p watchdog.Policy
+	err := json.Unmarshal([]byte(`{"no_output_deadline_seconds":"10"}`), &p)
+	require.ErrorIs(t, err, watchdog.ErrInvalidPolicy)
+	assert.EqualError(t, err, `watchdog: invalid policy: no_output_deadline_seconds = "10" is not a JSON number of seconds (write 10 or 1.5, unquoted)`)
+	err = json.Unmarshal([]byte(`{"phase_budgets_seconds":{"plan":"5"}}`), &p)
+	require.ErrorIs(t, err, watchdog.ErrInvalidPolicy)
+	assert.ErrorContains(t, err, `phase_budgets_seconds[plan] = "5" is not a JSON number`)
+
+	require.NoError(t, json.Unmarshal([]byte(`{"no_output_deadline_seconds":10,"phase_budgets_seconds":{"plan":5}}`), &p))
+	assert.Equal(t, watchdog.Policy{IdleWindow: 10 * time.Second, PhaseBudgets: map[string]time.Duration{"plan": 5 * time.Second}}, p)
+	p = watchdog.Policy{}
+	require.NoError(t, json.Unmarshal([]byte(`{"no_output_deadline_seconds":null,"agent_idle_activity_evidence_ttl_seconds":null}`), &p))
+	assert.Equal(t, watchdog.Policy{}, p)
 }
