@@ -118,9 +118,6 @@ func (w *Watchdog) backPressure(id string) error {
 	return nil
 }
 
-// maxStartAhead is how far after the Clock's reading a start may lie (see Start).
-const maxStartAhead = time.Second
-
 // representable reports whether t is within the years 1678 to 2262: the
 // instants the Watchdog can time (Unix nanoseconds in an int64).
 func representable(t time.Time) bool { return !t.Before(minNanos) && !t.After(maxNanos) }

@@ -55,14 +55,12 @@ const maxChannels = 16
 // Validate reports bad values. A Policy is passed by value to Start, Resume
 // and Run; the Watchdog keeps its own resolved copy.
 //
-// Durations are decimal seconds in JSON (fractions allowed), read and
-// written exactly: every duration round-trips to the nanosecond, and a value
-// that is not a whole number of nanoseconds (1e-10) or does not fit a
-// time.Duration is refused. They are JSON numbers (10, 1.5, 15e-1): a
-// string, even of digits ("10") or a Go duration ("10s"), is refused, never
-// read as seconds. A negative duration is invalid, except EvidenceTTL's Off.
-// A value of the wrong type is refused with an error wrapping
-// ErrInvalidPolicy that names its knob.
+// Durations are JSON numbers of seconds (10, 1.5), read and written
+// exactly: every duration round-trips to the nanosecond. A string (even
+// "10" or "10s"), a value that is not a whole number of nanoseconds (1e-10)
+// or does not fit a time.Duration, and any value of the wrong type are
+// refused with an error naming the knob (ErrInvalidPolicy). A negative
+// duration is invalid, except EvidenceTTL's Off.
 type Policy struct {
 	// WallClock is the budget of one window of the session, measured from
 	// the window's start (the session's start for window 1, the resume
@@ -291,10 +289,10 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON decodes the seeds' knob names. Durations are read exactly,
 // as JSON numbers of seconds: a string, a value that is not a whole number
 // of nanoseconds (1e-10) or that overflows time.Duration is an error naming
-// the field and the value, never read into another meaning. A value of the
-// wrong type, or an unknown field, is an error naming it too. An
-// evidence TTL of -1 means Off, and so does 0, as older versions wrote it.
-// It does not validate; call Validate (Start and Resume do).
+// the field and the value, never read into another meaning; so are unknown
+// fields and values of the wrong type. An evidence TTL of -1 means Off, and
+// so does 0, as older versions wrote it. It does not validate; call
+// Validate (Start and Resume do).
 func (p *Policy) UnmarshalJSON(b []byte) error {
 	var j policyJSON
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -351,20 +349,15 @@ func formatSeconds(d time.Duration) json.RawMessage {
 }
 
 // parseSeconds reads a JSON number of seconds exactly into a duration. A
-// value that is not a JSON number (a string, even of digits), not a whole
-// number of nanoseconds or does not fit a time.Duration is an error naming
-// field and the value as written.
+// value that is not a JSON number, not a whole number of nanoseconds or does
+// not fit a time.Duration is an error naming field and the value.
 func parseSeconds(field string, n json.RawMessage) (time.Duration, error) {
 	s := string(n)
 	if s == "" || s == "null" {
 		return 0, nil
 	}
 	bad := func(why string) (time.Duration, error) {
-		v := string(n)
-		if len(v) > 64 {
-			v = v[:64] + "..."
-		}
-		return 0, fmt.Errorf("%w: %s = %s %s", ErrInvalidPolicy, field, v, why)
+		return 0, fmt.Errorf("%w: %s = %.64s %s", ErrInvalidPolicy, field, n, why)
 	}
 	if c := s[0]; c != '-' && (c < '0' || c > '9') {
 		return bad("is not a JSON number of seconds (write 10 or 1.5, unquoted)")
