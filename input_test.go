@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -162,4 +165,134 @@ func TestPolicyJSONDurationsRoundTripExactlyOrAreRefused(t *testing.T) {
 			assert.ErrorContains(t, err, knob)
 		}
 	}
+}
+
+// A start later than the Watchdog's Clock reads, by more than the second
+// Start tolerates, is refused with an error that names the start, the
+// Clock's reading and the likely mistake; nothing is recorded and the id
+// stays free. A start up to a second ahead is taken.
+func TestStartRefusesAStartInTheFutureOfTheWatchdogsClock(t *testing.T) {
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, newMock(), store)
+	_, err := w.Start(context.Background(), "s", t0.Add(time.Second+time.Nanosecond), watchdog.Policy{})
+	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
+	assert.EqualError(t, err, `watchdog: invalid argument: session "s": session_started_at 2026-05-23 09:00:01.000000001 +0000 UTC`+
+		` is 1.000000001s later than the Watchdog's Clock, which reads 2026-05-23 09:00:00 +0000 UTC (at most 1s ahead is tolerated);`+
+		` under a mock Clock, take the start from that Clock (mock.Now()), not from time.Now()`)
+	require.NoError(t, w.Check(context.Background()))
+	assert.Empty(t, load(t, store, "s"), "a refused start records nothing")
+
+	s, err := w.Start(context.Background(), "s", t0.Add(time.Second), watchdog.Policy{})
+	require.NoError(t, err, "a second ahead is tolerated, and the id is free")
+	assert.Equal(t, t0.Add(time.Second), s.StartedAt())
+}
+
+// time.Now() given to a Watchdog on a mock clock, the usual mistake, fails
+// at Start: on a fresh clock.Mock (1970) as on one set to a fixed date.
+func TestStartUnderAMockClockWithTimeNowFailsLoudly(t *testing.T) {
+	for name, mock := range map[string]*clock.Mock{"fresh mock (1970)": clock.NewMock(), "mock at a fixed date": newMock()} {
+		t.Run(name, func(t *testing.T) {
+			w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+			_, err := w.Start(context.Background(), "s", time.Now(), watchdog.Policy{WallClock: time.Minute})
+			require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
+			assert.ErrorContains(t, err, "later than the Watchdog's Clock, which reads "+mock.Now().UTC().String())
+			assert.ErrorContains(t, err, "mock.Now()")
+			_, err = w.Start(context.Background(), "s", mock.Now(), watchdog.Policy{WallClock: time.Minute})
+			require.NoError(t, err)
+		})
+	}
+}
+
+// After a step of the wall clock, a start read from the stepped clock is
+// now, not an hour in the future: Start compares on the Watchdog's
+// timeline.
+func TestStartTakesAStartReadFromASteppedWallClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := watchdog.New()
+		defer w.Close(context.Background())
+		watchdog.StepWallClock(w, time.Hour)
+		stepped := time.Now().Add(time.Hour) // what time.Now() reads after the step
+		s, err := w.Start(context.Background(), "s", stepped, watchdog.Policy{})
+		require.NoError(t, err)
+		assert.Equal(t, stepped.UTC(), s.StartedAt())
+		_, err = w.Start(context.Background(), "later", stepped.Add(2*time.Second), watchdog.Policy{})
+		require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
+	})
+}
+
+// A start in the past is legitimate: its budget is partly spent, and the
+// session fires when the rest runs out.
+func TestStartInThePastSpendsPartOfTheBudget(t *testing.T) {
+	mock := newMock()
+	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
+	s, err := w.Start(context.Background(), "s", t0.Add(-40*time.Second), watchdog.Policy{WallClock: time.Minute})
+	require.NoError(t, err)
+	advance(t, mock, 20*time.Second, w)
+	require.NoError(t, s.Context().Err(), "exactly the budget has elapsed: not yet over it")
+	advance(t, mock, time.Nanosecond, w)
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
+}
+
+// durationKnobs returns the JSON knobs of Policy's durations, from its own
+// encoding, so a duration added later is checked too.
+func durationKnobs(t *testing.T) []string {
+	var p watchdog.Policy
+	v := reflect.ValueOf(&p).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Type() == reflect.TypeFor[time.Duration]() {
+			f.SetInt(int64(time.Second))
+		}
+	}
+	b, err := json.Marshal(p)
+	require.NoError(t, err)
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(b, &m))
+	var knobs []string
+	for k := range m {
+		knobs = append(knobs, k)
+	}
+	require.Len(t, knobs, 11, "%s", b)
+	return knobs
+}
+
+// A value of the wrong type is refused with an error naming its knob, for
+// every knob; a duration's error names the value too.
+func TestPolicyJSONMistypedValueNamesItsKnob(t *testing.T) {
+	for _, knob := range durationKnobs(t) {
+		for _, v := range []string{`"ten"`, `"10s"`, `true`, `[]`, `{}`} {
+			var p watchdog.Policy
+			err := json.Unmarshal([]byte(`{"`+knob+`":`+v+`}`), &p)
+			require.ErrorIs(t, err, watchdog.ErrInvalidPolicy, "%s = %s", knob, v)
+			assert.ErrorContains(t, err, knob+" = "+v+" is not a JSON number of seconds")
+		}
+	}
+	for knob, v := range map[string]string{
+		"settle_checks": `"3"`, "recovery_budget": `1.5`, "mode": `3`, "rule_modes": `{"idle":3}`,
+		"evidence_channels": `"build"`, "liveness_rules": `[1]`, "continue_when_owner_lost": `"yes"`,
+		"wall_clock_supervised_only": `1`, "workspace_root": `true`, "workspace_ignore": `"*.log"`,
+		"phase_budgets_seconds": `{"plan":"ten"}`,
+	} {
+		var p watchdog.Policy
+		err := json.Unmarshal([]byte(`{"`+knob+`":`+v+`}`), &p)
+		require.ErrorIs(t, err, watchdog.ErrInvalidPolicy, "%s = %s", knob, v)
+		assert.ErrorContains(t, err, knob, "%s = %s", knob, v)
+	}
+}
+
+// A duration written as a string of digits is refused, never read as
+// seconds; the number itself is read, and null still means the default.
+func TestPolicyJSONDigitStringDurationIsRefused(t *testing.T) {
+	var p watchdog.Policy
+	err := json.Unmarshal([]byte(`{"no_output_deadline_seconds":"10"}`), &p)
+	require.ErrorIs(t, err, watchdog.ErrInvalidPolicy)
+	assert.EqualError(t, err, `watchdog: invalid policy: no_output_deadline_seconds = "10" is not a JSON number of seconds (write 10 or 1.5, unquoted)`)
+	err = json.Unmarshal([]byte(`{"phase_budgets_seconds":{"plan":"5"}}`), &p)
+	require.ErrorIs(t, err, watchdog.ErrInvalidPolicy)
+	assert.ErrorContains(t, err, `phase_budgets_seconds[plan] = "5" is not a JSON number`)
+
+	require.NoError(t, json.Unmarshal([]byte(`{"no_output_deadline_seconds":10,"phase_budgets_seconds":{"plan":5}}`), &p))
+	assert.Equal(t, watchdog.Policy{IdleWindow: 10 * time.Second, PhaseBudgets: map[string]time.Duration{"plan": 5 * time.Second}}, p)
+	p = watchdog.Policy{}
+	require.NoError(t, json.Unmarshal([]byte(`{"no_output_deadline_seconds":null,"agent_idle_activity_evidence_ttl_seconds":null}`), &p))
+	assert.Equal(t, watchdog.Policy{}, p)
 }

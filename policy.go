@@ -55,11 +55,12 @@ const maxChannels = 16
 // Validate reports bad values. A Policy is passed by value to Start, Resume
 // and Run; the Watchdog keeps its own resolved copy.
 //
-// Durations are decimal seconds in JSON (fractions allowed), read and
-// written exactly: every duration round-trips to the nanosecond, and a value
-// that is not a whole number of nanoseconds (1e-10) or does not fit a
-// time.Duration is refused. A negative duration is invalid, except
-// EvidenceTTL's Off.
+// Durations are JSON numbers of seconds (10, 1.5), read and written
+// exactly: every duration round-trips to the nanosecond. A string (even
+// "10" or "10s"), a value that is not a whole number of nanoseconds (1e-10)
+// or does not fit a time.Duration, and any value of the wrong type are
+// refused with an error naming the knob (ErrInvalidPolicy). A negative
+// duration is invalid, except EvidenceTTL's Off.
 type Policy struct {
 	// WallClock is the budget of one window of the session, measured from
 	// the window's start (the session's start for window 1, the resume
@@ -208,28 +209,28 @@ type Policy struct {
 }
 
 type policyJSON struct {
-	WallClock       json.Number            `json:"session_wall_clock_seconds,omitempty"`
-	SessionCeiling  json.Number            `json:"session_ceiling_seconds,omitempty"`
-	ChildrenWait    json.Number            `json:"children_wait_ceiling_seconds,omitempty"`
-	IdleWindow      json.Number            `json:"no_output_deadline_seconds,omitempty"`
-	EvidenceTTL     *json.Number           `json:"agent_idle_activity_evidence_ttl_seconds,omitempty"`
-	StartupGrace    json.Number            `json:"startup_grace_seconds,omitempty"`
-	MaxIdleDeferral json.Number            `json:"max_idle_deferral_seconds,omitempty"`
-	SettleChecks    int                    `json:"settle_checks,omitempty"`
-	SettleInterval  json.Number            `json:"settle_interval_seconds,omitempty"`
-	Mode            Mode                   `json:"mode,omitempty"`
-	RuleModes       map[string]Mode        `json:"rule_modes,omitempty"`
-	Channels        []string               `json:"evidence_channels,omitempty"`
-	PhaseBudgets    map[string]json.Number `json:"phase_budgets_seconds,omitempty"`
-	IterationBudget json.Number            `json:"iteration_budget_seconds,omitempty"`
-	HandlerGrace    json.Number            `json:"handler_grace_seconds,omitempty"`
-	RecoveryBudget  int                    `json:"recovery_budget,omitempty"`
-	RecoveryBackoff json.Number            `json:"recovery_backoff_seconds,omitempty"`
-	LivenessRules   []string               `json:"liveness_rules,omitempty"`
-	Continue        bool                   `json:"continue_when_owner_lost,omitempty"`
-	SupervisedOnly  bool                   `json:"wall_clock_supervised_only,omitempty"`
-	WorkspaceRoot   string                 `json:"workspace_root,omitempty"`
-	WorkspaceIgnore []string               `json:"workspace_ignore,omitempty"`
+	WallClock       json.RawMessage            `json:"session_wall_clock_seconds,omitempty"`
+	SessionCeiling  json.RawMessage            `json:"session_ceiling_seconds,omitempty"`
+	ChildrenWait    json.RawMessage            `json:"children_wait_ceiling_seconds,omitempty"`
+	IdleWindow      json.RawMessage            `json:"no_output_deadline_seconds,omitempty"`
+	EvidenceTTL     *json.RawMessage           `json:"agent_idle_activity_evidence_ttl_seconds,omitempty"`
+	StartupGrace    json.RawMessage            `json:"startup_grace_seconds,omitempty"`
+	MaxIdleDeferral json.RawMessage            `json:"max_idle_deferral_seconds,omitempty"`
+	SettleChecks    int                        `json:"settle_checks,omitempty"`
+	SettleInterval  json.RawMessage            `json:"settle_interval_seconds,omitempty"`
+	Mode            Mode                       `json:"mode,omitempty"`
+	RuleModes       map[string]Mode            `json:"rule_modes,omitempty"`
+	Channels        []string                   `json:"evidence_channels,omitempty"`
+	PhaseBudgets    map[string]json.RawMessage `json:"phase_budgets_seconds,omitempty"`
+	IterationBudget json.RawMessage            `json:"iteration_budget_seconds,omitempty"`
+	HandlerGrace    json.RawMessage            `json:"handler_grace_seconds,omitempty"`
+	RecoveryBudget  int                        `json:"recovery_budget,omitempty"`
+	RecoveryBackoff json.RawMessage            `json:"recovery_backoff_seconds,omitempty"`
+	LivenessRules   []string                   `json:"liveness_rules,omitempty"`
+	Continue        bool                       `json:"continue_when_owner_lost,omitempty"`
+	SupervisedOnly  bool                       `json:"wall_clock_supervised_only,omitempty"`
+	WorkspaceRoot   string                     `json:"workspace_root,omitempty"`
+	WorkspaceIgnore []string                   `json:"workspace_ignore,omitempty"`
 }
 
 // durationKnob is one of Policy's plain duration fields beside its JSON
@@ -237,7 +238,7 @@ type policyJSON struct {
 type durationKnob struct {
 	key string
 	d   *time.Duration
-	s   *json.Number
+	s   *json.RawMessage
 }
 
 // durations pairs p's plain duration fields with j's, by knob: the one list
@@ -269,14 +270,14 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		}
 	}
 	if len(p.PhaseBudgets) > 0 {
-		j.PhaseBudgets = make(map[string]json.Number, len(p.PhaseBudgets))
+		j.PhaseBudgets = make(map[string]json.RawMessage, len(p.PhaseBudgets))
 		for k, v := range p.PhaseBudgets {
 			j.PhaseBudgets[k] = formatSeconds(v)
 		}
 	}
 	switch {
 	case p.EvidenceTTL == Off:
-		off := json.Number("-1")
+		off := json.RawMessage("-1")
 		j.EvidenceTTL = &off
 	case p.EvidenceTTL != 0:
 		ttl := formatSeconds(p.EvidenceTTL)
@@ -286,11 +287,12 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON decodes the seeds' knob names. Durations are read exactly,
-// as decimal seconds: a value that is not a whole number of nanoseconds
-// (1e-10) or that overflows time.Duration is an error naming the field,
-// never rounded into another meaning. Unknown fields are errors too. An
-// evidence TTL of -1 means Off, and so does 0, as older versions wrote it.
-// It does not validate; call Validate (Start and Resume do).
+// as JSON numbers of seconds: a string, a value that is not a whole number
+// of nanoseconds (1e-10) or that overflows time.Duration is an error naming
+// the field and the value, never read into another meaning; so are unknown
+// fields and values of the wrong type. An evidence TTL of -1 means Off, and
+// so does 0, as older versions wrote it. It does not validate; call
+// Validate (Start and Resume do).
 func (p *Policy) UnmarshalJSON(b []byte) error {
 	var j policyJSON
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -329,7 +331,7 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 
 // formatSeconds writes d as exact decimal seconds: 1.5, 0.000000001,
 // 9223372036.854775807.
-func formatSeconds(d time.Duration) json.Number {
+func formatSeconds(d time.Duration) json.RawMessage {
 	neg := d < 0
 	u := uint64(d) // two's complement: -d below, without overflow at MinInt64
 	if neg {
@@ -343,20 +345,23 @@ func formatSeconds(d time.Duration) json.Number {
 	if neg {
 		b = append([]byte{'-'}, b...)
 	}
-	return json.Number(b)
+	return b
 }
 
 // parseSeconds reads a JSON number of seconds exactly into a duration. A
-// value that is not a whole number of nanoseconds or does not fit a
-// time.Duration is an error naming field.
-func parseSeconds(field string, n json.Number) (time.Duration, error) {
-	if n == "" {
+// value that is not a JSON number, not a whole number of nanoseconds or does
+// not fit a time.Duration is an error naming field and the value.
+func parseSeconds(field string, n json.RawMessage) (time.Duration, error) {
+	s := string(n)
+	if s == "" || s == "null" {
 		return 0, nil
 	}
 	bad := func(why string) (time.Duration, error) {
-		return 0, fmt.Errorf("%w: %s = %s %s", ErrInvalidPolicy, field, quoteShort(string(n)), why)
+		return 0, fmt.Errorf("%w: %s = %.64s %s", ErrInvalidPolicy, field, n, why)
 	}
-	s := string(n)
+	if c := s[0]; c != '-' && (c < '0' || c > '9') {
+		return bad("is not a JSON number of seconds (write 10 or 1.5, unquoted)")
+	}
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")
 	mant, exp, _ := strings.Cut(strings.ToLower(s), "e")

@@ -233,7 +233,11 @@ func (w *Watchdog) Store() EventStore { return w.store }
 // event. The session's context derives from ctx. The scheduler is armed for
 // the session's deadline before Start returns. Every budget of the first
 // window counts from startedAt, the startup grace included: a session
-// started long ago has none left.
+// started long ago has none left. A start more than 1 s after the Clock's
+// reading is refused (ErrInvalidArgument): a second tolerates one read a
+// moment before from another machine's clock a little ahead (NTP keeps
+// clocks milliseconds apart), and catches time.Now() under a clock.Mock,
+// which reads 1970 unless set (take mock.Now()).
 //
 // A session id, like every name the Watchdog records (channels, rules,
 // phases, handlers), is 1 to 1,024 bytes of valid UTF-8 without a NUL byte:
@@ -269,12 +273,16 @@ func (w *Watchdog) Start(ctx context.Context, id string, startedAt time.Time, p 
 	if !representable(startedAt) {
 		return nil, fmt.Errorf("%w: session %q: session_started_at %v is outside the years 1678 to 2262 that the Watchdog can time", ErrInvalidArgument, id, startedAt)
 	}
+	now := w.now() // makes the wall clock's offset current; outside any lock (the Clock is user code)
+	start := w.onTimeline(startedAt).UTC()
+	if ahead := start.Sub(now); ahead > time.Second { // the tolerance the doc gives
+		return nil, fmt.Errorf("%w: session %q: session_started_at %v is %v later than the Watchdog's Clock, which reads %v (at most 1s ahead is tolerated); under a mock Clock, take the start from that Clock (mock.Now()), not from time.Now()", ErrInvalidArgument, id, startedAt.UTC(), ahead, w.wall(now))
+	}
 	if err := checkWorkspaceDir(p); err != nil {
 		return nil, err
 	}
 	s := w.newSession(ctx, id, p)
-	w.now() // the wall clock's offset, current
-	s.sessionStartedAt = w.onTimeline(startedAt).UTC()
+	s.sessionStartedAt = start
 	s.windowStartedAt = s.sessionStartedAt
 	s.window = 1
 	return watchDeclared(w.open(ctx, s, KindStart, false, true))

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
@@ -42,7 +41,7 @@ func TestGitCommitsAreWorkspaceEvidenceWithoutAnObjectStorm(t *testing.T) {
 	run("config", "commit.gpgsign", "false")
 	gitDir := filepath.Join(dir, ".git")
 
-	w := watchdog.New(watchdog.WithClock(clock.NewMock()))
+	w := watchdog.New(watchdog.WithClock(newMock()))
 	defer w.Close(context.Background())
 	paths := make(chan string, 1024)
 	watchdog.SetWorkspaceHook(w, func(_ *watchdog.Session, p string) { paths <- p })
@@ -67,7 +66,7 @@ func TestGitCommitsAreWorkspaceEvidenceWithoutAnObjectStorm(t *testing.T) {
 func TestAWorkspaceDeclaredInThePolicyIsWatchedAndRecorded(t *testing.T) {
 	dir := t.TempDir()
 	store := watchdog.NewMemoryStore()
-	w := watchdog.New(watchdog.WithClock(clock.NewMock()), watchdog.WithStore(store))
+	w := watchdog.New(watchdog.WithClock(newMock()), watchdog.WithStore(store))
 	defer w.Close(context.Background())
 	paths := make(chan string, 64)
 	watchdog.SetWorkspaceHook(w, func(_ *watchdog.Session, p string) { paths <- p })
