@@ -87,10 +87,14 @@ func TestExampleOrchestrator(t *testing.T) {
 		res, err = supervise(context.Background(), logPath)
 	})
 
-	// The README shows res as %+v prints it, and the verdict.
 	t.Logf("%+v", res)
-	want := watchdog.Result{SessionID: "agent-1", StopReasonCode: "watchdog_idle_exceeded", Resumable: true, Window: 1,
-		Elapsed: 95*time.Second + time.Nanosecond}
+	want := watchdog.Result{
+		SessionID:      "agent-1",
+		StopReasonCode: "watchdog_idle_exceeded",         // the idle rule stopped it
+		Resumable:      true,                             // a Resume opens window 2
+		Window:         1,                                // the window that ended
+		Elapsed:        95*time.Second + time.Nanosecond, // 1m35.000000001s
+	}
 	got := res
 	if got.Elapsed >= want.Elapsed && got.Elapsed < want.Elapsed+coarseEvidence {
 		got.Elapsed = want.Elapsed
@@ -99,7 +103,10 @@ func TestExampleOrchestrator(t *testing.T) {
 		t.Errorf("result %+v, want %+v", res, want)
 	}
 	var v *watchdog.VerdictError
-	if !errors.As(err, &v) || v.Rule != "idle" || !v.Recoverable {
+	if errors.As(err, &v) { // the watchdog ended the session: err is its verdict
+		t.Logf("rule %s, stdout silent %v, recoverable %v, decision %s", v.Rule, v.Elapsed, v.Recoverable, v.DecisionID)
+	}
+	if !errors.Is(err, watchdog.ErrIdleExceeded) || v == nil || v.Rule != "idle" {
 		t.Errorf("error %v, want the idle rule's *VerdictError", err)
 	}
 
