@@ -25,7 +25,8 @@ func newExampleClock() *clock.Mock {
 // cancelled with a typed cause and one cancel event is recorded.
 func ExampleWatchdog_Start() {
 	ctx := context.Background()
-	mock := newExampleClock()
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, 5, 23, 9, 0, 0, 0, time.UTC)) // first: a fixed, recent date (a Mock starts in 1970)
 	store := watchdog.NewMemoryStore()
 	w := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(store))
 	defer w.Close(ctx)

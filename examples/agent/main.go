@@ -18,8 +18,10 @@
 //     and for a policy what-if;
 //   - it asks the orchestrator for tool calls (a line "TOOL name arg" on its
 //     stdout, answered on its stdin); each one runs under its own deadline
-//     with watchdog.Call, marks its steps with watchdog.Step, and records
-//     evidence on the mcp_tool channel.
+//     with watchdog.Call, which records the call itself (evidence on the
+//     mcp_tool channel as it starts and as it ends, bounded work while it
+//     runs, its end with WithCallRecords), and marks its steps with
+//     watchdog.Step.
 //
 // The agent plays a fixed script, in a few seconds of real time:
 //
@@ -242,23 +244,19 @@ var budgets = map[string]time.Duration{
 	"fetch_url":  400 * time.Millisecond,
 }
 
-// toolCall runs one tool call under its deadline, records it as evidence on
-// the mcp_tool channel, and returns the line to send back to the agent.
+// toolCall runs one tool call under its deadline and returns the line to
+// send back to the agent. Call records the call itself: its start and its
+// end are evidence on the mcp_tool channel (the end before the idle rule
+// looks again, so a call that just finished is fresh evidence), and while
+// it runs the idle rule waits for it. Nothing is touched around it.
 func toolCall(ctx context.Context, out io.Writer, name, arg string) string {
-	s := watchdog.FromContext(ctx)
 	tool, ok := tools[name]
 	if !ok {
 		return "ERROR unknown tool " + name
 	}
-	s.Touch(watchdog.ChannelMCPTool) // the call begins
 	var result string
 	start := time.Now()
 	err := watchdog.Call(ctx, "tool:"+name, budgets[name], func(ctx context.Context) error {
-		// Record the call's end inside the handler, before Call returns:
-		// when a handler with a deadline ends, the watchdog looks at the
-		// session again at once, and a call that just finished is fresh
-		// evidence. Touched after Call returned, it could come too late.
-		defer s.Touch(watchdog.ChannelMCPTool)
 		var err error
 		result, err = tool(ctx, arg)
 		return err
