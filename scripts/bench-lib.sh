@@ -42,9 +42,11 @@ function dur_ms(s,   t, num, unit, mult) {
 
 # bl_parse_lateness TAG < scale-output prints one tab-separated line per row
 # of the scale program's lateness table:
-#   TAG busy impl p50_ms p99_ms max_ms early recorded_ms
+#   TAG busy impl p50_ms p99_ms max_ms early recorded_ms cpu_us allocs
 # impl is watchdog/memory, watchdog/discard, heap or afterfunc; recorded_ms
-# is -1 for the naive rows (no store). Exits 1 if a duration does not parse.
+# is -1 for the naive rows (no store); cpu_us and allocs are the process's
+# CPU time and allocations per fire, -1 with busy goroutines (their CPU is
+# the process's too). Exits 1 if a duration does not parse.
 bl_parse_lateness() {
 	LC_ALL=C awk -v tag="$1" "$bl_dur_awk"'
 	/^\| *(watchdog\/|heap|afterfunc)/ {
@@ -55,7 +57,13 @@ bl_parse_lateness() {
 		if (p50 < 0 || p99 < 0 || mx < 0 || (rec < 0 && f[8] != "-" && f[8] != "")) {
 			print "unparsable lateness row: " $0 > "/dev/stderr"; bad = 1; next
 		}
-		printf "%s\t%s\t%s\t%.6g\t%.6g\t%.6g\t%s\t%.6g\n", tag, f[3], f[2], p50, p99, mx, f[7], rec
+		cpu = -1; allocs = -1
+		if (f[9] != "-" && f[9] != "") {
+			split(f[9], c, ", ")
+			cpu = dur_ms(c[1]) * 1000; allocs = c[2] + 0
+			if (cpu < 0) { print "unparsable CPU per fire: " $0 > "/dev/stderr"; bad = 1; next }
+		}
+		printf "%s\t%s\t%s\t%.6g\t%.6g\t%.6g\t%s\t%.6g\t%.6g\t%.6g\n", tag, f[3], f[2], p50, p99, mx, f[7], rec, cpu, allocs
 	}
 	END { exit bad }'
 }
