@@ -1,0 +1,181 @@
+// Package memlog is the log of the memory store (the root package's
+// MemoryStore): each event kept as a compact record, a string of bytes in a
+// chunk of memory that holds no pointers, which the garbage collector never
+// scans. A record costs a bit per field at its zero value and a few bytes
+// per field set: instants are nanoseconds relative to the record's first
+// one, numbers are varints, and the strings that events repeat (kinds, reasons,
+// rules, channel names, the prefixes of ids made of a prefix and a counter)
+// are interned. The few values that hold pointers (a policy, a map), and an
+// instant that nanoseconds cannot give back as it was (another location, a
+// monotonic reading), are kept beside the records, by reference.
+//
+// The store lists its event's fields in one function of a Codec, which it
+// runs to write a record (between Write and Commit) and which Read runs to
+// read it back: the same list both ways, so that what is read back is what
+// was written.
+package memlog
+
+import (
+	"encoding/binary"
+	"maps"
+	"slices"
+)
+
+const (
+	chunkSize = 64 << 10 // the size of the chunks records are written to
+	minDead   = 1024     // Compact waits for this many records dropped
+)
+
+// Log holds records, each with its event's id and seq, and the set of ids
+// it holds. The zero value is not usable: use New. Not safe for concurrent
+// use.
+type Log struct {
+	chunks     [][]byte // records: a length, then the body; at handle i<<32 | offset in chunk i
+	live, dead int      // records held, and dropped since the last compaction
+	strs       strTable
+	ids        idSet
+	refs       map[uint64]any // by seq: what a record keeps by reference, or a refList of it
+	epoch      int64          // the first instant written: instants are kept relative to it
+	hasEpoch   bool
+	c          Codec
+	scratch    []byte
+}
+
+// refList is what a record keeps by reference when it is several values.
+type refList []any
+
+// New returns an empty Log.
+func New() *Log {
+	l := &Log{refs: make(map[uint64]any)}
+	l.strs.index = make(map[string]uint32)
+	l.ids.pages = make(map[pageKey]*page)
+	l.ids.other = make(map[string]struct{})
+	l.c.l = l
+	return l
+}
+
+// Len returns how many records the Log's chunks hold, dropped ones
+// included.
+func (l *Log) Len() int { return l.live + l.dead }
+
+// Has reports whether the Log holds a record of event id.
+func (l *Log) Has(id string) bool { return l.ids.has(l.ids.key(&l.strs, id, 0, false), id) }
+
+// Write starts a record of event id, which the Log must not hold: list the
+// event's fields with the Codec returned, then call Commit.
+func (l *Log) Write(id string) *Codec {
+	c := l.c.start(false, l.scratch[:0])
+	k := l.ids.key(&l.strs, id, 0, true)
+	c.id(&id, k)
+	l.ids.add(k, id)
+	return c
+}
+
+// Commit ends the record Write started, of the event whose seq is seq, and
+// returns its handle.
+func (l *Log) Commit(seq uint64) uint64 {
+	c := &l.c
+	flags := seq << 1
+	if len(c.refs) > 0 {
+		flags |= 1
+		if len(c.refs) == 1 {
+			l.refs[seq] = c.refs[0]
+		} else {
+			l.refs[seq] = refList(slices.Clone(c.refs))
+		}
+	}
+	var hdr [2 * binary.MaxVarintLen64]byte
+	h := binary.AppendUvarint(binary.AppendUvarint(hdr[:0], flags), c.mask)
+	at := l.write(h, c.buf)
+	l.scratch = c.end()
+	l.live++
+	return at
+}
+
+// Read reads back the record at handle h: it returns its event's id and
+// seq, and reads into v (whose fields must be at their zero values, but for
+// those fields does not list) the fields fields lists.
+func Read[T any](l *Log, h uint64, v *T, fields func(*Codec, *T)) (id string, seq uint64) {
+	c, seq := l.open(h)
+	c.id(&id, idKey{})
+	fields(c, v)
+	c.end()
+	return id, seq
+}
+
+// Drop forgets the record at handle h: the Log no longer holds its id, nor
+// what it kept by reference. Its bytes are released by Compact.
+func (l *Log) Drop(h uint64) {
+	c, seq := l.open(h)
+	var id string
+	c.id(&id, idKey{})
+	c.end()
+	l.ids.remove(l.ids.key(&l.strs, id, 0, false), id)
+	delete(l.refs, seq)
+	l.live--
+	l.dead++
+}
+
+// Handles is the index of a Log's records: the handles of those it holds.
+type Handles interface {
+	All(func(*uint64)) // calls its function with a pointer to each handle held
+	Shrink()           // called once the handles were moved
+}
+
+// Compact moves the records held to new chunks, so that the chunks of the
+// ones dropped are released, when at least half of the records written
+// since the last compaction (and minDead) were dropped: each record is
+// moved a bounded number of times on average. It updates the handles of
+// idx, then calls its Shrink.
+func (l *Log) Compact(idx Handles) {
+	if l.dead < minDead || l.dead < l.live {
+		return
+	}
+	old := l.chunks
+	l.chunks, l.dead = nil, 0
+	idx.All(func(h *uint64) {
+		r := old[*h>>32][uint32(*h):]
+		n, k := binary.Uvarint(r)
+		*h = l.write(nil, r[k:k+int(n)])
+	})
+	// A map keeps the room of its largest size: start afresh.
+	l.refs = maps.Collect(maps.All(l.refs))
+	l.ids.shrink()
+	idx.Shrink()
+}
+
+// write appends a record of body head and then body, and returns its handle.
+func (l *Log) write(head, body []byte) uint64 {
+	n := len(head) + len(body)
+	var lenb [binary.MaxVarintLen64]byte
+	ln := binary.AppendUvarint(lenb[:0], uint64(n))
+	last := len(l.chunks) - 1
+	if last < 0 || cap(l.chunks[last])-len(l.chunks[last]) < len(ln)+n {
+		l.chunks = append(l.chunks, make([]byte, 0, max(chunkSize, len(ln)+n)))
+		last++
+	}
+	ch := l.chunks[last]
+	at := uint64(last)<<32 | uint64(len(ch))
+	l.chunks[last] = append(append(append(ch, ln...), head...), body...)
+	return at
+}
+
+// open starts reading the record at handle h, after its seq and mask.
+func (l *Log) open(h uint64) (*Codec, uint64) {
+	r := l.chunks[h>>32][uint32(h):]
+	n, k := binary.Uvarint(r)
+	c := l.c.start(true, r[k:k+int(n)])
+	var flags uint64
+	c.uv(&flags)
+	c.uv(&c.mask)
+	seq := flags >> 1
+	if flags&1 != 0 {
+		switch r := l.refs[seq].(type) {
+		case refList:
+			c.refs = append(c.refs, r...)
+		default:
+			c.refs = append(c.refs, r)
+		}
+	}
+	return c, seq
+}
