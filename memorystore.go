@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sessionwatchdog/watchdog/internal/memlog"
 	"github.com/sessionwatchdog/watchdog/internal/relay"
@@ -27,11 +28,12 @@ type windowKey struct {
 // forgets ended sessions' history as its Retention says, and releases the
 // memory they held.
 type MemoryStore struct {
-	mu   sync.Mutex
-	seq  uint64
-	log  *memlog.Log // every event kept, as a compact record (see recordFields)
-	idx  *retain.Index[uint64]
-	subs map[string]map[*relay.Relay[Event]]struct{}
+	mu     sync.Mutex
+	seq    uint64
+	log    *memlog.Log // every event kept, as a compact record (see recordFields)
+	idx    *retain.Index[uint64]
+	subs   map[string]map[*relay.Relay[Event]]struct{}
+	policy atomic.Pointer[Policy] // a copy of the last policy validated
 }
 
 // NewMemoryStore returns an empty MemoryStore that keeps every event.
@@ -86,6 +88,20 @@ func recordFields(c *memlog.Codec, e *Event) {
 	memlog.Ref(c, &e.Extra, e.Extra != nil)
 }
 
+// validate is e.Validate, but for a policy the same as the last one
+// validated, not validated again: a policy's validity is its value's.
+func (m *MemoryStore) validate(e Event) error {
+	if last := m.policy.Load(); e.Policy != nil && last != nil && e.Policy.same(last) {
+		e.Policy = nil
+	}
+	err := e.Validate()
+	if err == nil && e.Policy != nil {
+		p := e.Policy.clone()
+		m.policy.Store(&p)
+	}
+	return err
+}
+
 // Append implements EventStore.
 func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
 	if ctx == nil {
@@ -95,7 +111,7 @@ func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
 		return err
 	}
 	for i := range events {
-		if err := events[i].Validate(); err != nil {
+		if err := m.validate(events[i]); err != nil {
 			return err
 		}
 	}

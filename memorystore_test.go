@@ -3,6 +3,7 @@ package watchdog_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"reflect"
 	"strconv"
@@ -110,4 +111,40 @@ func TestMemoryStoreGivesBackEventsAsAppended(t *testing.T) {
 	*got[0].Recoverable = false
 	got[0].EvidenceSummary[1].Counter = 0
 	check("Load after changing a loaded copy", load(t, m, "full"))
+}
+
+// The store validates each event as Event.Validate does, with the same
+// error, though it validates a policy it has validated before only once.
+func TestMemoryStoreRefusesAsValidate(t *testing.T) {
+	ctx := context.Background()
+	m := watchdog.NewMemoryStore()
+	good := watchdog.Policy{WallClock: time.Second, Channels: []string{"custom"}}
+	start := func(id string, p *watchdog.Policy) watchdog.Event {
+		return watchdog.Event{ID: id, AggregateID: "s-" + id, Kind: watchdog.KindStart, Window: 1, OccurredAt: t0, Policy: p}
+	}
+	if err := m.Append(ctx, start("a", &good)); err != nil {
+		t.Fatal(err)
+	}
+	same := good
+	same.Channels = []string{"custom"}
+	badText := start("b", &same)
+	badText.Reason = "not UTF-8 \xff"
+	badPolicy := good
+	badPolicy.Channels = []string{"custom", "custom"}
+	badBoth := start("d", &badPolicy)
+	badBoth.ElapsedSeconds = math.NaN()
+	mutated := start("e", &good)
+	for _, e := range []watchdog.Event{badText, start("c", &badPolicy), badBoth, mutated} {
+		if e.ID == "e" {
+			good.WallClock = -time.Second // the policy validated before, changed in place
+		}
+		want := e.Validate()
+		err := m.Append(ctx, e)
+		if want == nil || err == nil || err.Error() != want.Error() || !errors.Is(err, watchdog.ErrInvalidEvent) {
+			t.Fatalf("event %s: Append's error %v, Validate's %v", e.ID, err, want)
+		}
+	}
+	if err := m.Append(ctx, start("f", &same)); err != nil {
+		t.Fatal(err)
+	}
 }
