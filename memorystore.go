@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -127,32 +128,31 @@ func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
 		if !e.Terminal() || m.log.Has(e.ID) {
 			continue
 		}
-		k := windowKey{e.AggregateID, e.Window}
 		if prev, ok := m.idx.Terminal(e.AggregateID, e.Window); ok {
 			return endedError(e.AggregateID, e.Window, prev)
 		}
-		if prev, ok := batch[k]; ok && prev != e.ID {
+		if prev, ok := batch[windowKey{e.AggregateID, e.Window}]; ok && prev != e.ID {
 			return fmt.Errorf("%w: session %q window %d has two terminal events in one batch", ErrAlreadyDecided, e.AggregateID, e.Window)
 		}
 		if batch != nil {
-			batch[k] = e.ID
+			batch[windowKey{e.AggregateID, e.Window}] = e.ID
 		}
 	}
 	for _, e := range events {
-		if m.log.Has(e.ID) {
+		c := m.log.Write(e.ID)
+		if c == nil { // held: a retry
 			continue
 		}
 		m.seq++
-		e.Seq = m.seq
-		e.Extra = maps.Clone(e.Extra) // the caller may reuse its map
+		e.Seq, e.Extra = m.seq, maps.Clone(e.Extra) // the caller may reuse its map
+		recordFields(c, &e)
 		for s := range m.subs[e.AggregateID] {
 			s.Push(e)
 		}
 		var term string
 		if e.Terminal() {
-			term = e.ID
+			term = strings.Clone(e.ID) // not the larger string it may be part of
 		}
-		recordFields(m.log.Write(e.ID), &e)
 		m.idx.Add(e.AggregateID, e.Window, term, e.OccurredAt, m.log.Commit(e.Seq))
 	}
 	m.log.Compact(m.idx)

@@ -61,11 +61,14 @@ func (l *Log) Len() int { return l.live + l.dead }
 // Has reports whether the Log holds a record of event id.
 func (l *Log) Has(id string) bool { return l.ids.has(l.ids.key(&l.strs, id, 0, false), id) }
 
-// Write starts a record of event id, which the Log must not hold: list the
-// event's fields with the Codec returned, then call Commit.
+// Write starts a record of event id: list the event's fields with the Codec
+// returned, then call Commit. It returns nil if the Log holds id.
 func (l *Log) Write(id string) *Codec {
-	c := l.c.start(false, l.scratch[:0])
 	k := l.ids.key(&l.strs, id, 0, true)
+	if l.ids.has(k, id) {
+		return nil
+	}
+	c := l.c.start(false, l.scratch[:0])
 	c.id(&id, k)
 	l.ids.add(k, id)
 	return c
