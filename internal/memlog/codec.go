@@ -206,15 +206,14 @@ func (c *Codec) Floats(ps ...*float64) {
 		if x < uint64(len(c.floats)) {
 			v = c.floats[x]
 		} else {
-			for i := range int(x) - len(c.floats) {
-				if c.dec {
-					v |= uint64(c.buf[i]) << (56 - 8*i)
-				} else {
-					c.buf = append(c.buf, byte(v>>(56-8*i)))
+			n := int(x) - len(c.floats)
+			if !c.dec {
+				c.buf = binary.BigEndian.AppendUint64(c.buf, v)[:len(c.buf)+n]
+			} else {
+				for i, b := range c.buf[:n] {
+					v |= uint64(b) << (56 - 8*i)
 				}
-			}
-			if c.dec {
-				c.buf = c.buf[int(x)-len(c.floats):]
+				c.buf = c.buf[n:]
 			}
 			if c.nf < len(c.floats) {
 				c.floats[c.nf] = v
