@@ -8,12 +8,13 @@ import (
 	"time"
 )
 
-// Codec writes the fields of a record (in Append) or reads them back (in
-// Read). Its methods take pointers to fields: writing, they keep the
-// values; reading, they set them. A record lists at most 64 fields, each
-// of which costs a bit of the record's mask when at its zero value (nil
-// for a pointer, a slice or a map), and its value's bytes otherwise. The
-// entries of a Slice have their own mask, of at most 8 fields.
+// Codec writes the fields of a record (between Log.Write and Log.Commit) or
+// reads them back (in Read). Its methods take pointers to fields: writing,
+// they keep the values; reading, they set them. A record lists at most 64
+// fields, each of which costs a bit of the record's mask when at its zero
+// value (nil for a pointer, a slice or a map), and its value's bytes
+// otherwise. The entries of a Slice have their own mask, of at most 8
+// fields.
 type Codec struct {
 	l     *Log
 	dec   bool
@@ -48,7 +49,7 @@ func (c *Codec) end() []byte {
 // whether it was.
 func (c *Codec) field(set bool) bool {
 	if c.bit >= c.limit {
-		panic("memlog: too many fields")
+		panic("memlog: more fields than a mask holds (64 in a record, 8 in a Slice's entry)")
 	}
 	b := uint64(1) << c.bit
 	c.bit++
@@ -76,7 +77,7 @@ func (c *Codec) uv(p *uint64) {
 }
 
 // Strs lists string fields that take few distinct values (names): they are
-// interned.
+// interned (while the Log's table has room, see maxInterned).
 func (c *Codec) Strs(ps ...*string) {
 	for _, p := range ps {
 		if c.field(*p != "") {
