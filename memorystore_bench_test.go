@@ -133,10 +133,12 @@ var fireStores = []struct {
 // B/op and allocs/op are per event; the events are made untimed. cpu-ns/op
 // is the CPU time the process used (all its threads: the garbage
 // collector's too) while it timed, per event: on a loaded machine, it
-// moves less than ns/op.
+// moves less than ns/op. Compare the two in runs of one test binary, so
+// that both see the same machine, load and temperature:
 //
 //	go test -c -o /tmp/watchdog.test . && for i in $(seq 10); do
-//	  /tmp/watchdog.test -test.run '^$' -test.bench 'MemoryStoreFire' -test.benchmem -test.count 1; done
+//	  /tmp/watchdog.test -test.run '^$' -test.bench 'MemoryStoreFire' \
+//	    -test.benchmem -test.benchtime 100000x -test.count 1; done
 func BenchmarkMemoryStoreFire(b *testing.B) {
 	src := newFireSource(b)
 	for _, ev := range []string{"fire", "start"} {
@@ -154,6 +156,7 @@ func benchFire(b *testing.B, src *fireSource, store watchdog.EventStore, starts 
 	n := 0
 	var cpu time.Duration
 	var timed []watchdog.Event
+	runtime.GC() // not the garbage of the benchmark before
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; {
