@@ -12,7 +12,7 @@ const (
 type strTable struct {
 	list  []string
 	index map[string]uint32
-	cache [64][2]cached // the last two strings found at each slot
+	cache [64][2]cached // the last two strings found at each slot, as given
 }
 
 type cached struct {
@@ -41,7 +41,9 @@ func (t *strTable) find(s string, slot int, add bool) (uint32, bool) {
 		t.list = append(t.list, strings.Clone(s)) // not a part of a larger string
 		t.index[t.list[i]] = i
 	}
-	ce[0], ce[1] = cached{t.list[i], i}, ce[0]
+	// The cache holds s itself: the next record's strings are likely the
+	// same ones, which compare in no time.
+	ce[0], ce[1] = cached{s, i}, ce[0]
 	return i, true
 }
 
