@@ -32,6 +32,7 @@ type Codec struct {
 }
 
 func (c *Codec) start(dec bool, buf []byte) *Codec {
+	c.end() // if the last record panicked
 	c.dec, c.buf, c.mask, c.bit, c.limit, c.slot = dec, buf, 0, 0, 64, 1
 	c.based, c.nf = false, 0
 	return c

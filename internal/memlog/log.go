@@ -39,6 +39,8 @@ type Log struct {
 	hasEpoch   bool
 	c          Codec
 	scratch    []byte
+	id         string // the id of the record being written, and its key
+	key        idKey
 }
 
 // refList is what a record keeps by reference when it is several values.
@@ -70,7 +72,7 @@ func (l *Log) Write(id string) *Codec {
 	}
 	c := l.c.start(false, l.scratch[:0])
 	c.id(&id, k)
-	l.ids.add(k, id)
+	l.id, l.key = id, k
 	return c
 }
 
@@ -91,6 +93,8 @@ func (l *Log) Commit(seq uint64) uint64 {
 	h := binary.AppendUvarint(binary.AppendUvarint(hdr[:0], flags), c.mask)
 	at := l.write(h, c.buf)
 	l.scratch = c.end()
+	l.ids.add(l.key, l.id)
+	l.id = ""
 	l.live++
 	return at
 }

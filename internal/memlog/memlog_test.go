@@ -259,20 +259,32 @@ func TestInternTableFull(t *testing.T) {
 	}
 }
 
+// A record that lists too many fields panics, and leaves no trace: its id
+// is not held, the next record is written.
 func TestTooManyFieldsPanics(t *testing.T) {
 	l := New()
-	defer func() {
-		if recover() == nil {
-			t.Fatal("no panic")
-		}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("no panic")
+			}
+		}()
+		r := rec{Ptr: ptr(1)}
+		c := l.Write("x-1")
+		Ref(c, &r.Ptr, true)
+		Slice(c, &[]entry{{}}, func(c *Codec, _ *entry) {
+			for range 9 {
+				c.Ints(&r.N)
+			}
+		})
 	}()
-	var r rec
-	c := l.Write("x")
-	Slice(c, &[]entry{{}}, func(c *Codec, _ *entry) {
-		for range 9 {
-			c.Ints(&r.N)
-		}
-	})
+	if l.Has("x-1") || l.Len() != 0 {
+		t.Fatal("the record that panicked is held")
+	}
+	h := write(l, "x-1", 1, &rec{N: 3})
+	if id, _, r := read(t, l, h); id != "x-1" || r.N != 3 || len(l.refs) != 0 {
+		t.Fatalf("read back %q, %d; references of %d records", id, r.N, len(l.refs))
+	}
 }
 
 func TestDropReleasesReferences(t *testing.T) {
