@@ -16,8 +16,8 @@
 package memlog
 
 import (
+	"cmp"
 	"encoding/binary"
-	"maps"
 	"slices"
 )
 
@@ -34,8 +34,8 @@ type Log struct {
 	live, dead int      // records held, and dropped since the last compaction
 	strs       strTable
 	ids        idSet
-	refs       map[uint64]any // by seq: what a record keeps by reference, or a refList of it
-	epoch      int64          // the first instant written: instants are kept relative to it
+	refs       []ref // what records keep by reference, by seq (increasing)
+	epoch      int64 // the first instant written: instants are kept relative to it
 	hasEpoch   bool
 	c          Codec
 	scratch    []byte
@@ -43,12 +43,19 @@ type Log struct {
 	key        idKey
 }
 
+// ref is what the record of seq keeps by reference: a value, or a refList
+// of them; nil once the record is dropped.
+type ref struct {
+	seq uint64
+	v   any
+}
+
 // refList is what a record keeps by reference when it is several values.
 type refList []any
 
 // New returns an empty Log.
 func New() *Log {
-	l := &Log{refs: make(map[uint64]any)}
+	l := &Log{}
 	l.strs.index = make(map[string]uint32)
 	l.ids.pages = make(map[pageKey]*page)
 	l.ids.other = make(map[string]struct{})
@@ -76,18 +83,21 @@ func (l *Log) Write(id string) *Codec {
 	return c
 }
 
-// Commit ends the record Write started, of the event whose seq is seq, and
-// returns its handle.
+// Commit ends the record Write started, of the event whose seq is seq
+// (greater than the seq of every record before), and returns its handle.
 func (l *Log) Commit(seq uint64) uint64 {
 	c := &l.c
 	flags := seq << 1
 	if len(c.refs) > 0 {
-		flags |= 1
-		if len(c.refs) == 1 {
-			l.refs[seq] = c.refs[0]
-		} else {
-			l.refs[seq] = refList(slices.Clone(c.refs))
+		if n := len(l.refs); n > 0 && l.refs[n-1].seq >= seq {
+			panic("memlog: seqs do not increase")
 		}
+		flags |= 1
+		var v any = refList(slices.Clone(c.refs))
+		if len(c.refs) == 1 {
+			v = c.refs[0]
+		}
+		l.refs = append(l.refs, ref{seq, v})
 	}
 	var hdr [2 * binary.MaxVarintLen64]byte
 	h := binary.AppendUvarint(binary.AppendUvarint(hdr[:0], flags), c.mask)
@@ -118,7 +128,9 @@ func (l *Log) Drop(h uint64) {
 	c.id(&id, idKey{})
 	c.end()
 	l.ids.remove(l.ids.key(&l.strs, id, 0, false), id)
-	delete(l.refs, seq)
+	if i, ok := l.ref(seq); ok {
+		l.refs[i].v = nil
+	}
 	l.live--
 	l.dead++
 }
@@ -145,10 +157,15 @@ func (l *Log) Compact(idx Handles) {
 		n, k := binary.Uvarint(r)
 		*h = l.write(nil, r[k:k+int(n)])
 	})
-	// A map keeps the room of its largest size: start afresh.
-	l.refs = maps.Collect(maps.All(l.refs))
+	l.refs = slices.Clone(slices.DeleteFunc(l.refs, func(r ref) bool { return r.v == nil }))
 	l.ids.shrink()
 	idx.Shrink()
+}
+
+// ref returns the index in l.refs of what the record of seq keeps by
+// reference.
+func (l *Log) ref(seq uint64) (int, bool) {
+	return slices.BinarySearchFunc(l.refs, seq, func(r ref, seq uint64) int { return cmp.Compare(r.seq, seq) })
 }
 
 // write appends a record of body head and then body, and returns its handle.
@@ -177,7 +194,8 @@ func (l *Log) open(h uint64) (*Codec, uint64) {
 	c.uv(&c.mask)
 	seq := flags >> 1
 	if flags&1 != 0 {
-		switch r := l.refs[seq].(type) {
+		i, _ := l.ref(seq)
+		switch r := l.refs[i].v.(type) {
 		case refList:
 			c.refs = append(c.refs, r...)
 		default:

@@ -145,7 +145,7 @@ func TestRecordsReadBackAsWritten(t *testing.T) {
 		}
 	}
 	check("written")
-	refs := len(l.refs)
+	refs := liveRefs(l)
 	// Compaction moves them all.
 	for i := range minDead {
 		l.Drop(write(l, "x"+strconv.Itoa(i), 1000+uint64(i), &rec{Name: "dropped", Ptr: ptr(i)}))
@@ -155,8 +155,8 @@ func TestRecordsReadBackAsWritten(t *testing.T) {
 	if !idx.shrunk {
 		t.Fatal("no compaction with most records dropped")
 	}
-	if len(l.refs) != refs || l.Len() != len(cases) {
-		t.Fatalf("after compaction: references of %d records, %d records; want %d and %d", len(l.refs), l.Len(), refs, len(cases))
+	if liveRefs(l) != refs || len(l.refs) != refs || l.Len() != len(cases) {
+		t.Fatalf("after compaction: references of %d records, %d records; want %d and %d", liveRefs(l), l.Len(), refs, len(cases))
 	}
 	check("compacted")
 }
@@ -167,7 +167,7 @@ func TestUTCInstantsAreCompact(t *testing.T) {
 	l := New()
 	r := rec{At: t0, At2: t0.Add(-time.Hour), AtP: ptr(t0.Add(time.Second)), Entries: []entry{{At: ptr(t0)}}}
 	h := write(l, "a-1", 1, &r)
-	if len(l.refs) != 0 {
+	if liveRefs(l) != 0 {
 		t.Fatal("instants in UTC kept by reference")
 	}
 	if n := len(l.chunks[0]); n > 40 {
@@ -282,19 +282,41 @@ func TestTooManyFieldsPanics(t *testing.T) {
 		t.Fatal("the record that panicked is held")
 	}
 	h := write(l, "x-1", 1, &rec{N: 3})
-	if id, _, r := read(t, l, h); id != "x-1" || r.N != 3 || len(l.refs) != 0 {
-		t.Fatalf("read back %q, %d; references of %d records", id, r.N, len(l.refs))
+	if id, _, r := read(t, l, h); id != "x-1" || r.N != 3 || liveRefs(l) != 0 {
+		t.Fatalf("read back %q, %d; references of %d records", id, r.N, liveRefs(l))
 	}
+}
+
+func TestSeqsMustIncrease(t *testing.T) {
+	l := New()
+	write(l, "a-2", 2, &rec{Ptr: ptr(1)})
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic")
+		}
+	}()
+	write(l, "a-1", 1, &rec{Ptr: ptr(1)})
+}
+
+// liveRefs returns how many records keep something by reference.
+func liveRefs(l *Log) int {
+	n := 0
+	for _, r := range l.refs {
+		if r.v != nil {
+			n++
+		}
+	}
+	return n
 }
 
 func TestDropReleasesReferences(t *testing.T) {
 	l := New()
 	h := write(l, "a-1", 1, &rec{Ptr: ptr(1), At: time.Now()})
-	if len(l.refs) != 1 {
-		t.Fatalf("%d references", len(l.refs))
+	if liveRefs(l) != 1 {
+		t.Fatalf("%d references", liveRefs(l))
 	}
 	l.Drop(h)
-	if len(l.refs) != 0 || l.Has("a-1") {
+	if liveRefs(l) != 0 || l.Has("a-1") {
 		t.Fatal("Drop kept the record's references or id")
 	}
 }
