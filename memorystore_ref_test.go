@@ -4,24 +4,26 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/internal/relay"
-	"github.com/sessionwatchdog/watchdog/internal/retain"
 )
 
 // refMemoryStore is the MemoryStore as it was before it kept compact
 // records (commit b40d4a9), less its Subscribe method (Append still looks
-// for subscribers): every event kept as a full Event. It is here only so that the benchmarks measure both in one
-// run (BenchmarkMemoryStoreFire, BenchmarkMemoryStoreBytesPerEvent).
+// for subscribers) and its retention: every event kept as a full Event, in
+// an index as internal/retain's was then (refIndex). It is here only so
+// that the benchmarks measure both in one run (BenchmarkMemoryStoreFire,
+// BenchmarkMemoryStoreBytesPerEvent).
 type refMemoryStore struct {
 	mu     sync.Mutex
 	seq    uint64
 	log    [][]watchdog.Event
 	logLen int
-	dead   int
-	idx    *retain.Index[uint32]
+	idx    *refIndex
 	ids    map[string]struct{}
 	subs   map[string]map[*relay.Relay[watchdog.Event]]struct{}
 }
@@ -35,15 +37,8 @@ const refChunk = 1024
 
 func newRefMemoryStore() *refMemoryStore {
 	m := &refMemoryStore{ids: make(map[string]struct{}), subs: make(map[string]map[*relay.Relay[watchdog.Event]]struct{})}
-	m.idx = retain.New(retain.Policy{}, m.forget)
+	m.idx = &refIndex{sessions: make(map[string]*refSession)}
 	return m
-}
-
-func (m *refMemoryStore) forget(p uint32) {
-	e := m.at(p)
-	delete(m.ids, e.ID)
-	*e = watchdog.Event{}
-	m.dead++
 }
 
 func (m *refMemoryStore) Append(ctx context.Context, events ...watchdog.Event) error {
@@ -96,23 +91,7 @@ func (m *refMemoryStore) Append(ctx context.Context, events ...watchdog.Event) e
 		}
 		m.idx.Add(e.AggregateID, e.Window, term, e.OccurredAt, m.add(e))
 	}
-	if m.dead >= refChunk && m.dead >= m.logLen-m.dead {
-		m.compact()
-	}
 	return nil
-}
-
-func (m *refMemoryStore) compact() {
-	old := m.log
-	m.log, m.logLen, m.dead = nil, 0, 0
-	ids := make(map[string]struct{}, len(m.ids))
-	m.idx.All(func(p *uint32) {
-		e := &old[*p/refChunk][*p%refChunk]
-		ids[e.ID] = struct{}{}
-		*p = m.add(*e)
-	})
-	m.ids = ids
-	m.idx.Shrink()
 }
 
 func (m *refMemoryStore) Load(ctx context.Context, aggregateID string) ([]watchdog.Event, error) {
@@ -140,4 +119,85 @@ func (m *refMemoryStore) add(e watchdog.Event) uint32 {
 	*m.at(p) = e
 	m.logLen++
 	return p
+}
+
+// refIndex is internal/retain's Index[uint32] as it was in commit b40d4a9,
+// less what a Policy that keeps everything never runs.
+type refIndex struct {
+	sessions map[string]*refSession
+	latest   time.Time
+}
+
+type refEntry struct {
+	window int
+	h      uint32
+}
+
+type refEnd struct {
+	window int
+	id     string
+}
+
+type refSession struct {
+	entries []refEntry
+	ended   []refEnd
+	floor   int
+	last    int
+	endAt   time.Time
+}
+
+func (x *refIndex) Terminal(id string, window int) (string, bool) {
+	s := x.sessions[id]
+	if s == nil {
+		return "", false
+	}
+	if window < s.floor {
+		return "", true
+	}
+	for _, e := range s.ended {
+		if e.window == window {
+			return e.id, true
+		}
+	}
+	return "", false
+}
+
+func (x *refIndex) Add(id string, window int, terminal string, at time.Time, h uint32) {
+	if at.After(x.latest) {
+		x.latest = at
+	}
+	s := x.sessions[id]
+	if s == nil {
+		s = &refSession{}
+		x.sessions[id] = s
+	}
+	s.entries = append(s.entries, refEntry{window, h})
+	if window > s.last {
+		s.last, s.endAt = window, time.Time{}
+	}
+	if terminal != "" {
+		i, _ := slices.BinarySearchFunc(s.ended, window, func(e refEnd, w int) int { return e.window - w })
+		s.ended = slices.Insert(s.ended, i, refEnd{window, terminal})
+		if window == s.last {
+			s.endAt = x.latest
+			if !at.IsZero() {
+				s.endAt = at
+			}
+		}
+	}
+}
+
+func (x *refIndex) Each(id string, fn func(uint32)) {
+	if s := x.sessions[id]; s != nil {
+		for _, e := range s.entries {
+			fn(e.h)
+		}
+	}
+}
+
+func (x *refIndex) Len(id string) int {
+	if s := x.sessions[id]; s != nil {
+		return len(s.entries)
+	}
+	return 0
 }
