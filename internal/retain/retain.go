@@ -102,7 +102,8 @@ func (x *Index[H]) Add(id string, window int, terminal string, at time.Time, h H
 	}
 	s := x.session(id)
 	if s == nil {
-		s = &session[H]{}
+		// Room for two events: a session that ends has at least two.
+		s = &session[H]{entries: make([]entry[H], 0, 2)}
 		x.sessions[id] = s
 		x.lastID, x.last = id, s
 	}
