@@ -24,8 +24,8 @@ type windowKey struct {
 // concurrent use.
 //
 // A MemoryStore from NewMemoryStore keeps every event as long as the store
-// is referenced, as a compact record: about 110 bytes for each event of a
-// fire, 200 for the start event that opens a session's index (on 64-bit
+// is referenced, as a compact record: about 100 bytes for each event of a
+// fire, 210 for the start event that opens a session's index (on 64-bit
 // platforms); one from NewMemoryStoreWithRetention forgets ended sessions'
 // history as its Retention says, and releases the memory they held.
 type MemoryStore struct {
