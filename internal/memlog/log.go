@@ -93,9 +93,9 @@ func (l *Log) Commit(seq uint64) uint64 {
 			panic("memlog: seqs do not increase")
 		}
 		flags |= 1
-		var v any = refList(slices.Clone(c.refs))
-		if len(c.refs) == 1 {
-			v = c.refs[0]
+		v := c.refs[0]
+		if len(c.refs) > 1 {
+			v = refList(slices.Clone(c.refs))
 		}
 		l.refs = append(l.refs, ref{seq, v})
 	}
