@@ -161,6 +161,20 @@ func (c *Codec) id(p *string, k idKey) {
 	}
 }
 
+// idKey reads an id that id wrote: its key, or the id itself if it has no
+// key.
+func (c *Codec) idKey() (k idKey, id string) {
+	var x uint64
+	c.uv(&x)
+	if x&1 == 0 {
+		c.strBody(&id, x)
+		return k, id
+	}
+	k.prefix, k.ok = uint32(x>>1), true
+	c.uv(&k.n)
+	return k, ""
+}
+
 // Ints lists int fields.
 func (c *Codec) Ints(ps ...*int) {
 	for _, p := range ps {

@@ -113,7 +113,7 @@ func (l *Log) Commit(seq uint64) uint64 {
 // seq, and reads into v (whose fields must be at their zero values, but for
 // those fields does not list) the fields fields lists.
 func Read[T any](l *Log, h uint64, v *T, fields func(*Codec, *T)) (id string, seq uint64) {
-	c, seq := l.open(h)
+	c, seq, _ := l.open(h)
 	c.id(&id, idKey{})
 	fields(c, v)
 	c.end()
@@ -123,13 +123,12 @@ func Read[T any](l *Log, h uint64, v *T, fields func(*Codec, *T)) (id string, se
 // Drop forgets the record at handle h: the Log no longer holds its id, nor
 // what it kept by reference. Its bytes are released by Compact.
 func (l *Log) Drop(h uint64) {
-	c, seq := l.open(h)
-	var id string
-	c.id(&id, idKey{})
+	c, _, refs := l.open(h)
+	k, id := c.idKey()
 	c.end()
-	l.ids.remove(l.ids.key(&l.strs, id, 0, false), id)
-	if i, ok := l.ref(seq); ok {
-		l.refs[i].v = nil
+	l.ids.remove(k, id)
+	if refs >= 0 {
+		l.refs[refs].v = nil
 	}
 	l.live--
 	l.dead++
@@ -184,23 +183,25 @@ func (l *Log) write(head, body []byte) uint64 {
 	return at
 }
 
-// open starts reading the record at handle h, after its seq and mask.
-func (l *Log) open(h uint64) (*Codec, uint64) {
+// open starts reading the record at handle h, after its seq and mask; it
+// returns the seq, and the index in l.refs of what it keeps by reference
+// (-1: nothing).
+func (l *Log) open(h uint64) (c *Codec, seq uint64, refs int) {
 	r := l.chunks[h>>32][uint32(h):]
 	n, k := binary.Uvarint(r)
-	c := l.c.start(true, r[k:k+int(n)])
+	c = l.c.start(true, r[k:k+int(n)])
 	var flags uint64
 	c.uv(&flags)
 	c.uv(&c.mask)
-	seq := flags >> 1
+	seq, refs = flags>>1, -1
 	if flags&1 != 0 {
-		i, _ := l.ref(seq)
-		switch r := l.refs[i].v.(type) {
+		refs, _ = l.ref(seq)
+		switch r := l.refs[refs].v.(type) {
 		case refList:
 			c.refs = append(c.refs, r...)
 		default:
 			c.refs = append(c.refs, r)
 		}
 	}
-	return c, seq
+	return c, seq, refs
 }
