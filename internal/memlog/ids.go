@@ -74,10 +74,9 @@ type pageKey struct {
 }
 
 // key returns id's key, with its prefix interned if add says so (slot as
-// for strTable.find: 0 for a record's own id). An id's
-// key is a function of the id while the strings interned do not change:
-// interning only ever adds, so a prefix not interned when an id is added
-// is not interned when it is looked up later.
+// for strTable.find: 0 for a record's own id). The key of an id the set
+// holds does not change: a prefix interned stays so, and one not interned
+// when its id was added (the table full, or the prefix too long) never is.
 func (*idSet) key(t *strTable, id string, slot int, add bool) idKey {
 	i := len(id)
 	for i > 0 && id[i-1] >= '0' && id[i-1] <= '9' {
