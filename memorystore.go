@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
+	"sync/atomic"
 
+	"github.com/sessionwatchdog/watchdog/internal/memlog"
 	"github.com/sessionwatchdog/watchdog/internal/relay"
 	"github.com/sessionwatchdog/watchdog/internal/retain"
 )
@@ -21,18 +24,17 @@ type windowKey struct {
 // concurrent use.
 //
 // A MemoryStore from NewMemoryStore keeps every event as long as the store
-// is referenced (about 0.5 to 1 KB per event); one from NewMemoryStoreWithRetention
-// forgets ended sessions' history as its Retention says, and releases the
-// memory they held.
+// is referenced, as a compact record: about 100 bytes for each event of a
+// fire, 210 for the start event that opens a session's index (on 64-bit
+// platforms); one from NewMemoryStoreWithRetention forgets ended sessions'
+// history as its Retention says, and releases the memory they held.
 type MemoryStore struct {
 	mu     sync.Mutex
 	seq    uint64
-	log    [][]Event // every event kept, in chunks of memChunk; forgotten ones zeroed
-	logLen int       // positions used in log
-	dead   int       // forgotten events in log
-	idx    *retain.Index[uint32]
-	ids    map[string]struct{}
+	log    *memlog.Log // every event kept, as a compact record (see recordFields)
+	idx    *retain.Index[uint64]
 	subs   map[string]map[*relay.Relay[Event]]struct{}
+	policy atomic.Pointer[Policy] // a copy of the last policy validated
 }
 
 // NewMemoryStore returns an empty MemoryStore that keeps every event.
@@ -49,21 +51,56 @@ func NewMemoryStoreWithRetention(r Retention) (*MemoryStore, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	m := &MemoryStore{
-		ids:  make(map[string]struct{}),
-		subs: make(map[string]map[*relay.Relay[Event]]struct{}),
-	}
-	m.idx = retain.New(retain.Policy{Windows: r.KeepWindows, After: r.ForgetAfter}, m.forget)
+	m := &MemoryStore{log: memlog.New(), subs: make(map[string]map[*relay.Relay[Event]]struct{})}
+	m.idx = retain.New(retain.Policy{Windows: r.KeepWindows, After: r.ForgetAfter}, m.log.Drop)
 	return m, nil
 }
 
-// forget releases the event at p, which the retention forgot. Called with
-// m.mu held.
-func (m *MemoryStore) forget(p uint32) {
-	e := m.at(p)
-	delete(m.ids, e.ID)
-	*e = Event{}
-	m.dead++
+// recordFields lists the fields of an event that its record keeps (see
+// memlog): all but ID and Seq, which every record has, and AggregateID,
+// which Load knows. The fields most events set come first.
+func recordFields(c *memlog.Codec, e *Event) {
+	c.Times(&e.OccurredAt, &e.SessionStartedAt, &e.WindowStartedAt, &e.FiredAt, &e.ObservedSince)
+	c.Strs(&e.Kind, &e.Reason, &e.Rule, (*string)(&e.Mode), &e.ActiveChannel, &e.Owner)
+	c.Floats(&e.ElapsedSeconds, &e.ConfiguredBudgetSeconds, &e.MeasureSeconds, &e.LimitSeconds)
+	c.Ints(&e.Window)
+	c.BoolPtr(&e.Recoverable)
+	c.IDs(&e.DecidedByDecisionID)
+	memlog.Slice(c, &e.EvidenceSummary, func(c *memlog.Codec, en *EvidenceEntry) {
+		c.Strs(&en.Channel)
+		c.TimePtr(&en.LastAt)
+		c.Uints(&en.Counter)
+	})
+	memlog.Ref(c, &e.Policy, e.Policy != nil)
+	c.Times(&e.GraceUntil, &e.ProgressAt, &e.OwnerLastSeen, &e.BudgetFrom)
+	c.Strs(&e.Handler, &e.Layer, &e.AdoptedFrom)
+	c.Texts(&e.DyingSpan, &e.Error, &e.By, &e.Why)
+	c.Floats(&e.ChildrenWaitSeconds)
+	c.Ints(&e.SettleCount, &e.SettleChecks, &e.Attempt, &e.ProcessesAlive, &e.HandlersInFlight)
+	c.Uints(&e.ProgressValue, &e.Generation)
+	c.Bools(&e.Waiting, &e.OpensWindow)
+	c.Bytes((*[]byte)(&e.Payload))
+	memlog.Slice(c, &e.CallsInFlight, func(c *memlog.Codec, f *CallInFlight) {
+		c.Strs(&f.Name, (*string)(&f.Layer))
+		c.Times(&f.StartedAt, &f.ProgressAt)
+		c.Floats(&f.BudgetSeconds, &f.IdleSeconds, &f.FirstProgressSeconds)
+		c.Uints(&f.Progress)
+	})
+	memlog.Ref(c, &e.Extra, e.Extra != nil)
+}
+
+// validate is e.Validate, but for a policy the same as the last one
+// validated, not validated again: a policy's validity is its value's.
+func (m *MemoryStore) validate(e Event) error {
+	if last := m.policy.Load(); e.Policy != nil && last != nil && e.Policy.same(last) {
+		e.Policy = nil
+	}
+	err := e.Validate()
+	if err == nil && e.Policy != nil {
+		p := e.Policy.clone()
+		m.policy.Store(&p)
+	}
+	return err
 }
 
 // Append implements EventStore.
@@ -74,8 +111,8 @@ func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	for _, e := range events {
-		if err := e.Validate(); err != nil {
+	for i := range events {
+		if err := m.validate(events[i]); err != nil {
 			return err
 		}
 	}
@@ -86,41 +123,39 @@ func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
 	if len(events) > 1 {
 		batch = make(map[windowKey]string)
 	}
-	for _, e := range events {
-		if _, dup := m.ids[e.ID]; dup || !e.Terminal() {
+	for i := range events {
+		e := &events[i]
+		if !e.Terminal() || m.log.Has(e.ID) {
 			continue
 		}
-		k := windowKey{e.AggregateID, e.Window}
 		if prev, ok := m.idx.Terminal(e.AggregateID, e.Window); ok {
 			return endedError(e.AggregateID, e.Window, prev)
 		}
-		if prev, ok := batch[k]; ok && prev != e.ID {
+		if prev, ok := batch[windowKey{e.AggregateID, e.Window}]; ok && prev != e.ID {
 			return fmt.Errorf("%w: session %q window %d has two terminal events in one batch", ErrAlreadyDecided, e.AggregateID, e.Window)
 		}
 		if batch != nil {
-			batch[k] = e.ID
+			batch[windowKey{e.AggregateID, e.Window}] = e.ID
 		}
 	}
 	for _, e := range events {
-		if _, dup := m.ids[e.ID]; dup {
+		c := m.log.Write(e.ID)
+		if c == nil { // held: a retry
 			continue
 		}
 		m.seq++
-		e.Seq = m.seq
-		e.Extra = maps.Clone(e.Extra) // the caller may reuse its map
-		m.ids[e.ID] = struct{}{}
+		e.Seq, e.Extra = m.seq, maps.Clone(e.Extra) // the caller may reuse its map
+		recordFields(c, &e)
 		for s := range m.subs[e.AggregateID] {
 			s.Push(e)
 		}
 		var term string
 		if e.Terminal() {
-			term = e.ID
+			term = strings.Clone(e.ID) // not the larger string it may be part of
 		}
-		m.idx.Add(e.AggregateID, e.Window, term, e.OccurredAt, m.add(e))
+		m.idx.Add(e.AggregateID, e.Window, term, e.OccurredAt, m.log.Commit(e.Seq))
 	}
-	if m.dead >= memChunk && m.dead >= m.logLen-m.dead {
-		m.compact()
-	}
+	m.log.Compact(m.idx)
 	return nil
 }
 
@@ -131,23 +166,6 @@ func endedError(id string, window int, prev string) error {
 		return fmt.Errorf("%w: session %q window %d already ended (the store's retention has forgotten its events)", ErrAlreadyDecided, id, window)
 	}
 	return fmt.Errorf("%w: session %q window %d already ended by event %s", ErrAlreadyDecided, id, window, prev)
-}
-
-// compact moves the events kept to a new log, so that the chunks of
-// forgotten ones are released: it runs when at least half of the log (and
-// a chunk) is forgotten, so each event is moved a bounded number of times
-// on average. Called with m.mu held.
-func (m *MemoryStore) compact() {
-	old := m.log
-	m.log, m.logLen, m.dead = nil, 0, 0
-	ids := make(map[string]struct{}, len(m.ids))
-	m.idx.All(func(p *uint32) {
-		e := &old[*p/memChunk][*p%memChunk]
-		ids[e.ID] = struct{}{}
-		*p = m.add(*e)
-	})
-	m.ids = ids // a map keeps the room of its largest size: start afresh
-	m.idx.Shrink()
 }
 
 // Load implements EventStore. The returned slice is the caller's.
@@ -161,31 +179,13 @@ func (m *MemoryStore) Load(ctx context.Context, aggregateID string) ([]Event, er
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]Event, 0, m.idx.Len(aggregateID))
-	m.idx.Each(aggregateID, func(p uint32) {
-		e := *m.at(p)
+	m.idx.Each(aggregateID, func(h uint64) {
+		out = append(out, Event{AggregateID: aggregateID})
+		e := &out[len(out)-1]
+		e.ID, e.Seq = memlog.Read(m.log, h, e, recordFields)
 		e.Extra = maps.Clone(e.Extra) // the caller may change its copy
-		out = append(out, e)
 	})
 	return out, nil
-}
-
-// memChunk is the number of events in one chunk of a MemoryStore's log. A
-// chunked log never copies the events it holds as it grows, and a session's
-// own list is of 16-byte entries (window and position), so a storm of
-// fires does not regrow per-session lists of 500-byte events.
-const memChunk = 1024
-
-func (m *MemoryStore) at(p uint32) *Event { return &m.log[p/memChunk][p%memChunk] }
-
-// add appends e to the log and returns its position. Called with m.mu held.
-func (m *MemoryStore) add(e Event) uint32 {
-	if m.logLen == len(m.log)*memChunk {
-		m.log = append(m.log, make([]Event, memChunk))
-	}
-	p := uint32(m.logLen)
-	*m.at(p) = e
-	m.logLen++
-	return p
 }
 
 // Subscribe implements Subscriber. Each subscription runs one goroutine that

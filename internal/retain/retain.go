@@ -30,6 +30,8 @@ type Index[H any] struct {
 	p        Policy
 	drop     func(H) // called for each event forgotten
 	sessions map[string]*session[H]
+	lastID   string // the session last looked up, which a store's next call is likely about
+	last     *session[H]
 	latest   time.Time // the latest occurred_at added: the clock After is measured on
 	due      []due     // sessions in the order their last window ended
 	dueHead  int
@@ -74,7 +76,7 @@ func (x *Index[H]) Live() int { return x.live }
 // Terminal reports whether the session's window has ended, and the event
 // that ended it: "" for a window the retention forgot.
 func (x *Index[H]) Terminal(id string, window int) (string, bool) {
-	s := x.sessions[id]
+	s := x.session(id)
 	if s == nil {
 		return "", false
 	}
@@ -98,10 +100,12 @@ func (x *Index[H]) Add(id string, window int, terminal string, at time.Time, h H
 	if at.After(x.latest) {
 		x.latest = at
 	}
-	s := x.sessions[id]
+	s := x.session(id)
 	if s == nil {
-		s = &session[H]{}
+		// Room for two events: a session that ends has at least two.
+		s = &session[H]{entries: make([]entry[H], 0, 2)}
 		x.sessions[id] = s
+		x.lastID, x.last = id, s
 	}
 	if window < s.floor {
 		x.drop(h) // a late event of a window already forgotten
@@ -176,11 +180,26 @@ func (x *Index[H]) expire() {
 		}
 		x.live -= len(s.entries)
 		delete(x.sessions, d.id)
+		if s == x.last {
+			x.lastID, x.last = "", nil
+		}
 	}
 	if x.dueHead > 1024 && x.dueHead*2 > len(x.due) {
 		x.due = append(x.due[:0:0], x.due[x.dueHead:]...)
 		x.dueHead = 0
 	}
+}
+
+// session returns session id, or nil.
+func (x *Index[H]) session(id string) *session[H] {
+	if x.last != nil && x.lastID == id {
+		return x.last
+	}
+	s := x.sessions[id]
+	if s != nil {
+		x.lastID, x.last = id, s
+	}
+	return s
 }
 
 // Each calls fn with each event of session id, in append order.

@@ -165,3 +165,21 @@ func TestAllMovesHandlesAndShrinkKeepsThem(t *testing.T) {
 		t.Fatalf("a %v b %v", x.handles("a"), x.handles("b"))
 	}
 }
+
+// The session last looked up, which the Index remembers, is forgotten
+// with the session.
+func TestAForgottenSessionIsNotRemembered(t *testing.T) {
+	x := newIx(Policy{After: time.Hour})
+	x.add("s", 1, true, t0)
+	x.add("s", 1, false, t0.Add(2*time.Hour)) // s is looked up, then forgotten
+	if x.Len("s") != 0 {
+		t.Fatalf("s holds %d events", x.Len("s"))
+	}
+	if _, ok := x.Terminal("s", 1); ok {
+		t.Fatal("a forgotten session's window is still ended")
+	}
+	x.add("s", 1, false, t0.Add(3*time.Hour))
+	if x.Len("s") != 1 {
+		t.Fatalf("s holds %d events, want 1", x.Len("s"))
+	}
+}
