@@ -112,8 +112,9 @@ type slot[T any] struct {
 	v     T
 	done  int
 	box   *box[T]  // while open for coalescing: the latest item it stands for (see Push)
-	taken uint64   // box.n when the drain took the slot
-	next  *slot[T] // the lane's next queued slot
+	taken uint64    // box.n when the drain took the slot
+	next  *slot[T]  // the lane's next queued slot
+	chain *chain[T] // the lane's chain, while queued
 }
 
 // chain is a lane's queued slots, in order.
@@ -145,7 +146,8 @@ type Recorder[T, E any] struct {
 	q       queue[*slot[T]]
 	slab    []slot[T]           // slots not handed out yet
 	free    []*slot[T]          // recorded slots, cleared, for reuse
-	chains  map[string]chain[T] // per lane: its queued slots (maybe none)
+	chains  map[string]*chain[T] // per lane: its queued slots (maybe none)
+	cslab   []chain[T]           // chains not handed out yet
 	chained int                 // lanes with queued slots
 	lanes   map[string]*lane    // lanes backing off after a failed append
 	refused []error
@@ -298,10 +300,17 @@ func (r *Recorder[T, E]) pushLocked(v T, b *box[T]) {
 	s.v, s.box = v, b
 	r.q.push(s)
 	if r.chains == nil {
-		r.chains = make(map[string]chain[T])
+		r.chains = make(map[string]*chain[T])
 	}
 	id := r.c.Lane(&s.v)
 	c := r.chains[id]
+	if c == nil {
+		if len(r.cslab) == 0 {
+			r.cslab = make([]chain[T], slabLen)
+		}
+		c, r.cslab = &r.cslab[0], r.cslab[1:]
+		r.chains[id] = c
+	}
 	if c.last != nil {
 		c.last.next = s
 	} else {
@@ -309,15 +318,18 @@ func (r *Recorder[T, E]) pushLocked(v T, b *box[T]) {
 		r.chained++
 	}
 	c.last = s
-	r.chains[id] = c
+	s.chain = c
 }
 
 // unchainLocked removes s from its lane's chain. A lane's slots leave in
 // order, so s is its chain's first but for an unforeseen case, handled by
 // a walk. Called with r.mu held.
 func (r *Recorder[T, E]) unchainLocked(s *slot[T]) {
-	id := r.c.Lane(&s.v)
-	c := r.chains[id]
+	c := s.chain // no map lookup: the slot knows its chain
+	if c == nil {
+		return
+	}
+	s.chain = nil
 	if c.first == s {
 		c.first = s.next
 	} else {
@@ -338,12 +350,11 @@ func (r *Recorder[T, E]) unchainLocked(s *slot[T]) {
 		c.last = nil
 		r.chained--
 	}
-	r.chains[id] = c
 	// An emptied chain stays in the map (deleting every lane's entry as it
 	// empties leaves the map's probe sequences long): the map is rebuilt
 	// with the lanes that have slots once most of its entries are empty.
 	if len(r.chains) > 2*r.chained+1024 {
-		m := make(map[string]chain[T], 2*r.chained)
+		m := make(map[string]*chain[T], 2*r.chained)
 		for k, c := range r.chains {
 			if c.first != nil {
 				m[k] = c
@@ -381,7 +392,11 @@ func (r *Recorder[T, E]) Pending(lane string) []E {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []E
-	for s := r.chains[lane].first; s != nil; s = s.next {
+	c := r.chains[lane]
+	if c == nil {
+		return nil
+	}
+	for s := c.first; s != nil; s = s.next {
 		n := len(out)
 		out = r.c.Expand(out, s.item())
 		out = append(out[:n], out[n+s.done:]...)
