@@ -111,7 +111,7 @@ var ErrAppendTimeout = errors.New("store Append did not return in time")
 type slot[T any] struct {
 	v     T
 	done  int
-	box   *box[T]  // while open for coalescing: the latest item it stands for (see Push)
+	box   *box[T]   // while open for coalescing: the latest item it stands for (see Push)
 	taken uint64    // box.n when the drain took the slot
 	next  *slot[T]  // the lane's next queued slot
 	chain *chain[T] // the lane's chain, while queued
@@ -144,12 +144,12 @@ type Recorder[T, E any] struct {
 
 	mu      sync.Mutex
 	q       queue[*slot[T]]
-	slab    []slot[T]           // slots not handed out yet
-	free    []*slot[T]          // recorded slots, cleared, for reuse
+	slab    []slot[T]            // slots not handed out yet
+	free    []*slot[T]           // recorded slots, cleared, for reuse
 	chains  map[string]*chain[T] // per lane: its queued slots (maybe none)
 	cslab   []chain[T]           // chains not handed out yet
-	chained int                 // lanes with queued slots
-	lanes   map[string]*lane    // lanes backing off after a failed append
+	chained int                  // lanes with queued slots
+	lanes   map[string]*lane     // lanes backing off after a failed append
 	refused []error
 	gaveUp  bool               // Close gave up waiting for the goroutine (an Append that never returns)
 	open    map[string]*box[T] // per lane, the box of its slot open for coalescing
