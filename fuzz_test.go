@@ -13,7 +13,7 @@ import (
 )
 
 // The fuzz targets of the root package: the parsers and boundaries that
-// take bytes or values from outside. CI runs each briefly (scripts/test);
+// take bytes or values from outside. CI runs each briefly (scripts/test --all);
 // scripts/fuzz runs them longer.
 
 // FuzzPolicyJSON: any bytes either fail to decode with ErrInvalidPolicy or

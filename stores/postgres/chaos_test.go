@@ -524,7 +524,7 @@ func TestChaosFleet(t *testing.T) {
 	require.NotZero(t, adoptions, "the chaos lost owners with open windows")
 	// The target, p99 at most 10 s, is checked by scripts/chaos (which sets
 	// WATCHDOG_CHAOS_SECONDS) on a machine it has to itself; beside other
-	// test binaries on two cores (./scripts/test), the bound is three times
+	// test binaries on two cores, the bound is three times
 	// it: enough to catch adoption that stalls, not a busy machine.
 	bound := 30 * time.Second
 	if os.Getenv("WATCHDOG_CHAOS_SECONDS") != "" {
