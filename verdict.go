@@ -167,8 +167,7 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time, ef *effects) {
 // held.
 func (w *Watchdog) fireDefaultLocked(s *Session, sn decide.Snapshot, v decide.Verdict, now time.Time, ef *effects) {
 	s.end = ending{rule: v.Rule, at: toNanos(now), off: w.offset.Load(), elapsed: v.Elapsed, budget: v.Budget, decision: w.ids.Next()}
-	en := entry{fire: s, seq: w.ids.Next(), facts: w.newFactsLocked()}
-	*en.facts = s.decisionFacts(sn, v, now)
+	en := entry{fire: s, seq: w.ids.Next(), facts: s.decisionFacts(sn, v, now)}
 	en.facts.nch = uint8(len(sn.Channels))
 	if copy(en.facts.chs[:], sn.Channels) < len(sn.Channels) {
 		en.facts.more = append([]decide.Channel(nil), sn.Channels[len(en.facts.chs):]...)
@@ -307,28 +306,15 @@ func (c *firedCause) As(target any) bool {
 
 // entry is one item of the recorder's queue: an event, or (fire set) the
 // decision and cancel events of a default fire, built from facts by the
-// recorder goroutine. It is small (four words), so that a storm's queue
-// copies and keeps little per fire.
+// recorder goroutine. An event is kept by pointer, so that the queue's
+// slots (reused, never allocated per fire) hold a fire's facts and little
+// more: a quarter of the size of an Event held in place.
 type entry struct {
 	ev    *Event // its ID, if empty, is formatted from seq
 	seq   uint64 // the event's id number; for a fire, the cancel event's
 	fire  *Session
-	facts *decisionFacts // a fire's, from newFactsLocked
+	facts decisionFacts // a fire's
 }
-
-// newFactsLocked returns room for a fire's facts, from a slab of
-// factsSlab: one allocation per factsSlab fires instead of one per fire,
-// on the scheduler goroutine. Called with w.mu held.
-func (w *Watchdog) newFactsLocked() *decisionFacts {
-	if len(w.factSlab) == 0 {
-		w.factSlab = make([]decisionFacts, factsSlab)
-	}
-	f := &w.factSlab[0]
-	w.factSlab = w.factSlab[1:]
-	return f
-}
-
-const factsSlab = 256
 
 // entryEvents appends en's events not recorded yet to dst.
 func (w *Watchdog) entryEvents(dst []Event, en *entry) []Event {
@@ -342,7 +328,7 @@ func (w *Watchdog) entryEvents(dst []Event, en *entry) []Event {
 		}
 		return append(dst, e)
 	}
-	s, f := en.fire, en.facts
+	s, f := en.fire, &en.facts
 	n := min(int(f.nch), len(f.chs))
 	chs := append(f.chs[:n:n], f.more...)
 	summary := s.summary(decide.Snapshot{Channels: chs}, f.now)

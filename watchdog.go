@@ -61,7 +61,6 @@ type Watchdog struct {
 	ef       effects             // scratch of pass; owned by the scheduler goroutine
 	closed   bool
 	scratch  [maxChannels]decide.Channel // snapshotLocked's buffer; guarded by mu
-	factSlab []decisionFacts             // newFactsLocked's; guarded by mu
 
 	timerMu   sync.Mutex         // guards the real clock's timer (rt, bs) and its armedAt; taken alone
 	timer     *clock.Timer       // the pending AfterFunc of a Clock other than the real one

@@ -306,7 +306,7 @@ func (r *Recorder[T, E]) pushLocked(v T, b *box[T]) {
 	c := r.chains[id]
 	if c == nil {
 		if len(r.cslab) == 0 {
-			r.cslab = make([]chain[T], slabLen)
+			r.cslab = make([]chain[T], 1024) // 16 KiB: one allocation per 1,024 new lanes
 		}
 		c, r.cslab = &r.cslab[0], r.cslab[1:]
 		r.chains[id] = c
