@@ -347,8 +347,10 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 		// record, so that Replay re-derives the rule from the record
 		// exactly (a Progress may land meanwhile: it counts no more).
 		at := l.progAt.Load()
-		if p := l.idleRef(at); at > 0 && p.After(now) {
-			now = p // progress dated after the pass read the Clock: decide at it
+		if at > 0 {
+			if p := l.idleRef(at); p.After(now) {
+				now = p // progress dated after the pass read the Clock: decide at it
+			}
 		}
 		hit, next := l.hit(now, at)
 		if hit == "" {

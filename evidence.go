@@ -238,7 +238,8 @@ func (s *Session) snapshotLocked(now time.Time) (decide.Snapshot, time.Time) {
 }
 
 func (s *Session) snapshotInto(chs []decide.Channel, now time.Time) (decide.Snapshot, time.Time) {
-	latest := toNanos(now)
+	read := toNanos(now)
+	latest := read
 	for i := range chs {
 		c := s.chanAt(Channel(i))
 		chs[i] = decide.Channel{Last: c.last.Load(), Count: c.count.Load()}
@@ -258,7 +259,7 @@ func (s *Session) snapshotInto(chs []decide.Channel, now time.Time) (decide.Snap
 			until = end
 		}
 	}
-	if latest != toNanos(now) {
+	if latest != read {
 		now = time.Unix(0, latest).UTC()
 	}
 	var grace time.Time

@@ -47,7 +47,6 @@ type Watchdog struct {
 	epochNanos int64        // epoch's wall time, Unix ns
 	offset     atomic.Int64 // the wall clock's offset from the timeline, ns
 	wallSkew   atomic.Int64 // tests only: added to the wall time of every reading
-	readNanos  func() int64 // the timeline's now, Unix ns (a method value made once)
 
 	ids record.IDs
 
@@ -153,7 +152,6 @@ func New(opts ...Option) *Watchdog {
 		done:      make(chan struct{}),
 		schedDone: make(chan struct{}),
 	}
-	w.readNanos = func() int64 { return toNanos(w.now()) }
 	w.wakeFn = w.wake
 	w.act = newActor(w)
 	// The MemoryStore never blocks; any other store's Append may hold up
