@@ -1,7 +1,9 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -11,13 +13,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/sessionwatchdog/watchdog"
 )
 
 // BenchmarkSoakRecorderLag runs 5,000 sessions on one Watchdog writing to
 // PostgreSQL for 15 s (WATCHDOG_SOAK_SECONDS to change it) and reports the
 // recorder's lag: Stats.OldestQueued, sampled every 50 ms (p50, p99, max),
-// and the events recorded per second. Half the sessions go idle (an idle
+// and the events recorded per second. "batched" also reports what the
+// fleet's locking cost: the "deadlock detected" lines the server logged
+// meanwhile (when WATCHDOG_PG_LOG names its log, as scripts/with-postgres
+// sets it), the events whose append failed with a deadlock (40P01) and all
+// whose append failed for a reason the recorder retries, the heartbeats
+// that failed (Stats.LeaseFailures) or deadlocked, and the slowest
+// heartbeat. Half the sessions go idle (an idle
 // window of 1 s, three settle checks 500 ms apart) and half report work on
 // stdout every 300 ms under a wall-clock budget of 3 to 8 s; each session
 // is resumed as soon as its window ends. "per-event" hides AppendEach (one
@@ -34,10 +44,12 @@ func BenchmarkSoakRecorderLag(b *testing.B) {
 	}
 	for _, mode := range []string{"per-event", "batched"} {
 		b.Run(mode, func(b *testing.B) {
-			var store watchdog.EventStore = newStore(b, pool, WithTable(uniqueTable(b)))
+			counted := &countingStore{Store: newStore(b, pool, WithTable(uniqueTable(b)))}
+			var store watchdog.EventStore = counted
 			if mode == "per-event" {
-				store = struct{ watchdog.EventStore }{store}
+				store = struct{ watchdog.EventStore }{counted.Store}
 			}
+			deadlocksBefore := loggedDeadlocks(b)
 			var recorded atomic.Int64
 			w := watchdog.New(watchdog.WithStore(store),
 				watchdog.WithObserver(watchdog.Observer{OnEvent: func(watchdog.Event) { recorded.Add(1) }}))
@@ -89,8 +101,81 @@ func BenchmarkSoakRecorderLag(b *testing.B) {
 			b.ReportMetric(at(0.99), "lag-p99-ms")
 			b.ReportMetric(at(1), "lag-max-ms")
 			b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+			if mode == "batched" {
+				st := w.Stats()
+				if deadlocksBefore >= 0 {
+					b.ReportMetric(float64(loggedDeadlocks(b)-deadlocksBefore), "deadlocks-in-log")
+				}
+				b.ReportMetric(float64(counted.deadlocked.Load()), "append-deadlocks")
+				b.ReportMetric(float64(counted.retried.Load()), "appends-retried")
+				b.ReportMetric(float64(st.LeaseRenewals), "heartbeats")
+				b.ReportMetric(float64(st.LeaseFailures), "heartbeat-failures")
+				b.ReportMetric(float64(counted.heartbeatDeadlocks.Load()), "heartbeat-deadlocks")
+				b.ReportMetric(float64(counted.slowestHeartbeat.Load())/float64(time.Millisecond), "heartbeat-max-ms")
+			}
 		})
 	}
+}
+
+// countingStore is a Store that counts, for the soak, the events whose
+// append failed for a reason the recorder retries (and of those, the
+// deadlocks) and the slowest heartbeat.
+type countingStore struct {
+	*Store
+	retried, deadlocked atomic.Int64
+	heartbeatDeadlocks  atomic.Int64
+	slowestHeartbeat    atomic.Int64 // nanoseconds
+}
+
+func isDeadlock(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "40P01"
+}
+
+func (c *countingStore) AppendEach(ctx context.Context, events []watchdog.Event) []error {
+	errs := c.Store.AppendEach(ctx, events)
+	for _, err := range errs {
+		switch {
+		case err == nil, errors.Is(err, watchdog.ErrAlreadyDecided), errors.Is(err, watchdog.ErrAlreadyWatched),
+			errors.Is(err, watchdog.ErrInvalidEvent), errors.Is(err, watchdog.ErrClosed), ctx.Err() != nil:
+		case isDeadlock(err):
+			c.deadlocked.Add(1)
+			c.retried.Add(1)
+		default:
+			c.retried.Add(1)
+		}
+	}
+	return errs
+}
+
+func (c *countingStore) Heartbeat(ctx context.Context, owner string, ttl time.Duration, cps []watchdog.Checkpoint) error {
+	start := time.Now()
+	err := c.Store.Heartbeat(ctx, owner, ttl, cps)
+	d := int64(time.Since(start))
+	if isDeadlock(err) {
+		c.heartbeatDeadlocks.Add(1)
+	}
+	for {
+		old := c.slowestHeartbeat.Load()
+		if d <= old || c.slowestHeartbeat.CompareAndSwap(old, d) {
+			return err
+		}
+	}
+}
+
+// loggedDeadlocks counts the "deadlock detected" lines of the server log
+// that WATCHDOG_PG_LOG names, or returns -1 when it names none.
+func loggedDeadlocks(b *testing.B) int {
+	b.Helper()
+	path := os.Getenv("WATCHDOG_PG_LOG")
+	if path == "" {
+		return -1
+	}
+	log, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatalf("WATCHDOG_PG_LOG: %v", err)
+	}
+	return bytes.Count(log, []byte("deadlock detected"))
 }
 
 // runWindow keeps s busy (a stdout touch every 300 ms) or idle until its
