@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -99,9 +100,29 @@ func fencedErr(e watchdog.Event, err error) error {
 	return fmt.Errorf("%w: event %s of owner %q refused: %s", watchdog.ErrAlreadyWatched, e.ID, e.Owner, msg)
 }
 
+// windowKey names a session window.
+type windowKey struct {
+	agg string
+	n   int32
+}
+
 // Heartbeat implements watchdog.Leaser in one round trip and one
 // transaction: owner's lease runs until ttl from now, on the database's
 // clock, and each checkpoint is kept on its window, if owner holds it.
+//
+// A heartbeat never waits behind an append or an adoption, so it cannot
+// deadlock with them, and a busy store does not delay the lease. The
+// lease is owner's own row, which no append locks (the fence only reads
+// it), and the checkpoints lock their windows' rows with SKIP LOCKED: the
+// append trigger holds a window's row from its insert to its commit when
+// an event opens, resumes or ends the window, as does Adopt, and the
+// heartbeat's update, waiting there while holding the rows it had already
+// locked, was the other half of a deadlock (its rows in the plan's order,
+// the trigger's in the batch's). A checkpoint whose window row is locked
+// is not lost: the Store keeps it, and owner's next heartbeat writes it
+// (under a newer checkpoint of the same window, if one comes), unless the
+// window has meanwhile ended or changed owner. So does a heartbeat that
+// fails.
 func (s *Store) Heartbeat(ctx context.Context, owner string, ttl time.Duration, checkpoints []watchdog.Checkpoint) error {
 	if s.isClosed() {
 		return s.closedErr()
@@ -109,25 +130,93 @@ func (s *Store) Heartbeat(ctx context.Context, owner string, ttl time.Duration, 
 	if owner == "" || ttl <= 0 {
 		return fmt.Errorf("%w: postgres store: heartbeat of owner %q for %v", watchdog.ErrInvalidArgument, owner, ttl)
 	}
+	cps := make(map[windowKey]string, len(checkpoints))
+	for _, c := range checkpoints {
+		raw, err := json.Marshal(c.Evidence)
+		if err != nil {
+			return fmt.Errorf("%w: postgres store: checkpoint of %q: %v", watchdog.ErrInvalidArgument, c.SessionID, err)
+		}
+		cps[windowKey{c.SessionID, int32(c.Window)}] = string(raw)
+	}
+	s.deferMu.Lock()
+	for k, e := range s.deferred[owner] {
+		if _, newer := cps[k]; !newer {
+			cps[k] = e
+		}
+	}
+	delete(s.deferred, owner)
+	s.deferMu.Unlock()
+
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO `+s.n.leases+` (owner, expires_at, last_seen)
 VALUES ($1, now() + make_interval(secs => $2), now())
 ON CONFLICT (owner) DO UPDATE SET expires_at = EXCLUDED.expires_at, last_seen = EXCLUDED.last_seen`, owner, ttl.Seconds())
-	if len(checkpoints) > 0 {
-		aggs, evs := make([]string, len(checkpoints)), make([]string, len(checkpoints))
-		windows := make([]int32, len(checkpoints))
-		for i, c := range checkpoints {
-			raw, err := json.Marshal(c.Evidence)
-			if err != nil {
-				return fmt.Errorf("%w: postgres store: checkpoint of %q: %v", watchdog.ErrInvalidArgument, c.SessionID, err)
-			}
-			aggs[i], windows[i], evs[i] = c.SessionID, int32(c.Window), string(raw)
+	keys := make([]windowKey, 0, len(cps))
+	if len(cps) > 0 {
+		for k := range cps {
+			keys = append(keys, k)
 		}
-		b.Queue(`UPDATE `+s.n.windows+` w SET evidence = c.e::json
-FROM unnest($1::text[], $2::integer[], $3::text[]) AS c(a, n, e)
-WHERE w.aggregate_id = c.a AND w.window_number = c.n AND w.owner = $4 AND w.open`, aggs, windows, evs, owner)
+		slices.SortFunc(keys, func(x, y windowKey) int {
+			if c := strings.Compare(x.agg, y.agg); c != 0 {
+				return c
+			}
+			return int(x.n) - int(y.n)
+		})
+		aggs, evs := make([]string, len(keys)), make([]string, len(keys))
+		windows := make([]int32, len(keys))
+		for i, k := range keys {
+			aggs[i], windows[i], evs[i] = k.agg, k.n, cps[k]
+		}
+		// Returns the checkpoints of windows owner held at the statement's
+		// start that it could not keep (their row was locked).
+		b.Queue(`WITH c AS (SELECT * FROM unnest($1::text[], $2::integer[], $3::text[]) AS c(a, n, e)),
+mine AS (SELECT w.aggregate_id AS a, w.window_number AS n, c.e FROM `+s.n.windows+` w
+	JOIN c ON w.aggregate_id = c.a AND w.window_number = c.n
+	WHERE w.owner = $4 AND w.open
+	FOR UPDATE OF w SKIP LOCKED),
+kept AS (UPDATE `+s.n.windows+` w SET evidence = mine.e::json FROM mine
+	WHERE w.aggregate_id = mine.a AND w.window_number = mine.n
+	RETURNING w.aggregate_id, w.window_number)
+SELECT c.a, c.n FROM c JOIN `+s.n.windows+` w ON w.aggregate_id = c.a AND w.window_number = c.n
+WHERE w.owner = $4 AND w.open
+	AND NOT EXISTS (SELECT 1 FROM kept k WHERE k.aggregate_id = c.a AND k.window_number = c.n)`, aggs, windows, evs, owner)
 	}
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	br := s.pool.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var later []windowKey
+	if err == nil && len(keys) > 0 {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			later, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (windowKey, error) {
+				var k windowKey
+				return k, r.Scan(&k.agg, &k.n)
+			})
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		later = keys
+	}
+	if len(later) > 0 {
+		s.deferMu.Lock()
+		if s.deferred == nil {
+			s.deferred = make(map[string]map[windowKey]string)
+		}
+		m := s.deferred[owner]
+		if m == nil {
+			m = make(map[windowKey]string, len(later))
+			s.deferred[owner] = m
+		}
+		for _, k := range later {
+			if _, newer := m[k]; !newer { // a concurrent heartbeat's
+				m[k] = cps[k]
+			}
+		}
+		s.deferMu.Unlock()
+	}
+	if err != nil {
 		return fmt.Errorf("postgres store: heartbeat of %s: %w", owner, err)
 	}
 	return nil
@@ -139,6 +228,9 @@ func (s *Store) Release(ctx context.Context, owner string) error {
 	if s.isClosed() {
 		return s.closedErr()
 	}
+	s.deferMu.Lock()
+	delete(s.deferred, owner) // its windows are an adopter's now
+	s.deferMu.Unlock()
 	_, err := s.pool.Exec(ctx, `UPDATE `+s.n.leases+` SET expires_at = now() - interval '1 microsecond' WHERE owner = $1`, owner)
 	if err != nil {
 		return fmt.Errorf("postgres store: release of %s: %w", owner, err)

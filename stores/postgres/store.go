@@ -320,6 +320,13 @@ type Store struct {
 	ready     chan struct{} // closed while the listener's LISTEN is active
 	subs      map[string]map[*subscription]struct{}
 
+	// The checkpoints a heartbeat did not keep, by owner, because an
+	// append or an adoption held their window's row at that instant (or
+	// the heartbeat failed): that owner's next heartbeat carries them,
+	// under the newer ones it brings (see Heartbeat). Release forgets them.
+	deferMu  sync.Mutex
+	deferred map[string]map[windowKey]string // owner -> window -> evidence JSON
+
 	// test hooks, set before the first Subscribe
 	onListen    func()     // after each successful LISTEN
 	onReconnect func(bool) // before each connection attempt; true after a loss
