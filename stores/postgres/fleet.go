@@ -111,9 +111,11 @@ type windowKey struct {
 // clock, and each checkpoint is kept on its window, if owner holds it.
 //
 // A heartbeat never waits behind an append or an adoption, so it cannot
-// deadlock with them, and a busy store does not delay the lease. The
-// lease is owner's own row, which no append locks (the fence only reads
-// it), and the checkpoints lock their windows' rows with SKIP LOCKED: the
+// deadlock with them, and a busy store does not delay the lease. It runs
+// on a connection of its own, not the pool's: under load the pool's
+// connections are all busy with appends and loads, and a heartbeat that
+// waited for one missed its turn. The lease is owner's own row, which no
+// append locks (the fence only reads it), and the checkpoints lock their windows' rows with SKIP LOCKED: the
 // append trigger holds a window's row from its insert to its commit when
 // an event opens, resumes or ends the window, as does Adopt, and the
 // heartbeat's update, waiting there while holding the rows it had already
@@ -147,10 +149,11 @@ func (s *Store) Heartbeat(ctx context.Context, owner string, ttl time.Duration, 
 	delete(s.deferred, owner)
 	s.deferMu.Unlock()
 
-	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO `+s.n.leases+` (owner, expires_at, last_seen)
+	lease := `INSERT INTO ` + s.n.leases + ` (owner, expires_at, last_seen)
 VALUES ($1, now() + make_interval(secs => $2), now())
-ON CONFLICT (owner) DO UPDATE SET expires_at = EXCLUDED.expires_at, last_seen = EXCLUDED.last_seen`, owner, ttl.Seconds())
+ON CONFLICT (owner) DO UPDATE SET expires_at = EXCLUDED.expires_at, last_seen = EXCLUDED.last_seen`
+	var keep string
+	var keepArgs []any
 	keys := make([]windowKey, 0, len(cps))
 	if len(cps) > 0 {
 		for k := range cps {
@@ -169,7 +172,7 @@ ON CONFLICT (owner) DO UPDATE SET expires_at = EXCLUDED.expires_at, last_seen = 
 		}
 		// Returns the checkpoints of windows owner held at the statement's
 		// start that it could not keep (their row was locked).
-		b.Queue(`WITH c AS (SELECT * FROM unnest($1::text[], $2::integer[], $3::text[]) AS c(a, n, e)),
+		keep, keepArgs = `WITH c AS (SELECT * FROM unnest($1::text[], $2::integer[], $3::text[]) AS c(a, n, e)),
 mine AS (SELECT w.aggregate_id AS a, w.window_number AS n, c.e FROM `+s.n.windows+` w
 	JOIN c ON w.aggregate_id = c.a AND w.window_number = c.n
 	WHERE w.owner = $4 AND w.open
@@ -179,23 +182,33 @@ kept AS (UPDATE `+s.n.windows+` w SET evidence = mine.e::json FROM mine
 	RETURNING w.aggregate_id, w.window_number)
 SELECT c.a, c.n FROM c JOIN `+s.n.windows+` w ON w.aggregate_id = c.a AND w.window_number = c.n
 WHERE w.owner = $4 AND w.open
-	AND NOT EXISTS (SELECT 1 FROM kept k WHERE k.aggregate_id = c.a AND k.window_number = c.n)`, aggs, windows, evs, owner)
+	AND NOT EXISTS (SELECT 1 FROM kept k WHERE k.aggregate_id = c.a AND k.window_number = c.n)`,
+			[]any{aggs, windows, evs, owner}
 	}
-	br := s.pool.SendBatch(ctx, b)
-	_, err := br.Exec()
 	var later []windowKey
-	if err == nil && len(keys) > 0 {
-		var rows pgx.Rows
-		if rows, err = br.Query(); err == nil {
-			later, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (windowKey, error) {
-				var k windowKey
-				return k, r.Scan(&k.agg, &k.n)
-			})
+	err := s.onLeaseConn(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		later = nil
+		b := &pgx.Batch{}
+		b.Queue(lease, owner, ttl.Seconds())
+		if keep != "" {
+			b.Queue(keep, keepArgs...)
 		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+		br := conn.SendBatch(ctx, b)
+		_, err := br.Exec()
+		if err == nil && keep != "" {
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil {
+				later, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (windowKey, error) {
+					var k windowKey
+					return k, r.Scan(&k.agg, &k.n)
+				})
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
 	if err != nil {
 		later = keys
 	}

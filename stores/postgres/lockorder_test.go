@@ -253,3 +253,60 @@ func TestHeartbeatsAndAppendsDoNotDeadlock(t *testing.T) {
 	}
 	assert.False(t, waited, "the heartbeat waited behind the append")
 }
+
+// A heartbeat does not wait for a connection of the pool: under load every
+// one of them is busy with appends and loads (here the pool's only one is
+// held), and the heartbeat runs on the Store's lease connection.
+func TestAHeartbeatDoesNotWaitForTheBusyPool(t *testing.T) {
+	ctx := context.Background()
+	testPool(t) // skips without a server
+	cfg, err := pgxpool.ParseConfig(os.Getenv(envDSN))
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := newStore(t, pool, WithTable(uniqueTable(t)))
+	busy, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer busy.Release()
+
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, s.Heartbeat(hctx, "a", time.Minute, nil), "the heartbeat waited for the pool's only connection, which an append holds")
+	var alive bool
+	require.NoError(t, busy.QueryRow(ctx, `SELECT expires_at > now() FROM `+s.n.leases+` WHERE owner = 'a'`).Scan(&alive))
+	assert.True(t, alive)
+}
+
+// The lease connection is the pool's kind: made through the pool's
+// AfterConnect hook (here, the search_path that finds the unqualified
+// table), and made again, within the same heartbeat, when the server ended
+// it while it was idle.
+func TestTheLeaseConnectionIsThePoolsKindAndComesBack(t *testing.T) {
+	ctx := context.Background()
+	admin := testPool(t)
+	schema := uniqueTable(t)
+	_, err := admin.Exec(ctx, `CREATE SCHEMA `+schema)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
+	cfg, err := pgxpool.ParseConfig(os.Getenv(envDSN))
+	require.NoError(t, err)
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, `SET search_path = `+schema)
+		return err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := newStore(t, pool, WithTable("events"))
+	require.NoError(t, s.Heartbeat(ctx, "a", time.Minute, nil))
+
+	var ended bool
+	require.NoError(t, admin.QueryRow(ctx, `SELECT bool_and(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity WHERE application_name = $1`, s.leaseName).Scan(&ended))
+	require.True(t, ended, "the lease connection was there, and the server ended it")
+	require.NoError(t, s.Heartbeat(ctx, "a", time.Hour, nil), "a new connection, in the same heartbeat")
+	var renewed bool
+	require.NoError(t, admin.QueryRow(ctx, `SELECT expires_at > now() + interval '50 minutes' FROM `+schema+`.events_leases WHERE owner = 'a'`).Scan(&renewed))
+	assert.True(t, renewed)
+}

@@ -308,7 +308,14 @@ type Store struct {
 	cfg  config
 	n    names
 
-	appName string // application_name of the listener connection
+	appName   string // application_name of the listener connection
+	leaseName string // application_name of the lease connection
+
+	// The lease connection: Heartbeat's own, so that a heartbeat never
+	// waits for the pool behind appends and loads (see onLeaseConn).
+	// leaseSem, of capacity 1, is the right to use leaseConn.
+	leaseSem  chan struct{}
+	leaseConn *pgx.Conn
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -335,7 +342,9 @@ type Store struct {
 // New returns a Store on pool, creating its table if it does not exist (see
 // Migrate). The pool stays the caller's: Close does not close it. The
 // subscription listener uses one extra connection, made with the pool's
-// connection settings, only once Subscribe is first called.
+// connection settings, only once Subscribe is first called; Heartbeat uses
+// another (see Heartbeat), made the same way (and through the pool's
+// BeforeConnect and AfterConnect hooks) at the first heartbeat.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: postgres store: nil context", watchdog.ErrInvalidArgument)
@@ -351,12 +360,14 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 		return nil, err
 	}
 	s := &Store{
-		pool:    pool,
-		cfg:     c,
-		n:       newNames(c.table),
-		appName: truncate("watchdog listen "+c.table, 63),
-		ready:   make(chan struct{}),
-		subs:    make(map[string]map[*subscription]struct{}),
+		pool:      pool,
+		cfg:       c,
+		n:         newNames(c.table),
+		appName:   truncate("watchdog listen "+c.table, 63),
+		leaseName: truncate("watchdog lease "+c.table, 63),
+		leaseSem:  make(chan struct{}, 1),
+		ready:     make(chan struct{}),
+		subs:      make(map[string]map[*subscription]struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background()) //watchdog:unbounded the store's lifetime (Close), not New's
 	return s, nil
@@ -1031,6 +1042,90 @@ func (s *Store) connectListener() (*pgx.Conn, error) {
 	return conn, nil
 }
 
+// onLeaseConn runs f on the lease connection, connecting it first if
+// needed, bounded by ctx and by the Store's lifetime (f gets a context
+// that ends with either). The connection is
+// the pool's kind (its settings, its BeforeConnect and AfterConnect hooks)
+// but not the pool's: a pool busy with appends and loads never makes a
+// heartbeat wait for a connection. f runs on one connection at a time (a
+// Store's owners take turns). When f fails because the connection broke
+// (the server ended it while idle, a network failure), f runs once more on
+// a new connection if it failed on one that had served before: f must be
+// idempotent.
+func (s *Store) onLeaseConn(ctx context.Context, f func(context.Context, *pgx.Conn) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel) // Close ends it
+	defer stop()
+	select {
+	case s.leaseSem <- struct{}{}:
+	case <-ctx.Done():
+		if s.isClosed() {
+			return s.closedErr()
+		}
+		return ctx.Err()
+	}
+	defer func() { <-s.leaseSem }()
+	if s.isClosed() {
+		return s.closedErr()
+	}
+	for fresh := false; ; {
+		if s.leaseConn == nil {
+			conn, err := s.connectLease(ctx)
+			if err != nil {
+				return err
+			}
+			s.leaseConn, fresh = conn, true
+		}
+		err := f(ctx, s.leaseConn)
+		if err == nil {
+			return nil
+		}
+		var pgErr *pgconn.PgError
+		if !s.leaseConn.IsClosed() && errors.As(err, &pgErr) {
+			return err // the server refused the statements; the connection serves on
+		}
+		closeConn(s.leaseConn)
+		s.leaseConn = nil
+		if fresh || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// connectLease connects the lease connection as the pool connects its own.
+func (s *Store) connectLease(ctx context.Context) (*pgx.Conn, error) {
+	cfg := s.pool.Config()
+	cc := cfg.ConnConfig.Copy()
+	if cc.RuntimeParams == nil {
+		cc.RuntimeParams = map[string]string{}
+	}
+	cc.RuntimeParams["application_name"] = s.leaseName
+	if cfg.BeforeConnect != nil {
+		if err := cfg.BeforeConnect(ctx, cc); err != nil {
+			return nil, fmt.Errorf("connect the lease connection: BeforeConnect: %w", err)
+		}
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, fmt.Errorf("connect the lease connection: %w", err)
+	}
+	if cfg.AfterConnect != nil {
+		if err := cfg.AfterConnect(ctx, conn); err != nil {
+			closeConn(conn)
+			return nil, fmt.Errorf("connect the lease connection: AfterConnect: %w", err)
+		}
+	}
+	return conn, nil
+}
+
+// closeConn closes conn, waiting at most a second for the server.
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
+}
+
 // dispatch pokes subscriptions for each notification until the connection
 // fails or the Store is closed.
 func (s *Store) dispatch(conn *pgx.Conn) error {
@@ -1075,7 +1170,7 @@ func notified(payload string) []string {
 }
 
 // Close ends every subscription (closing its channel), closes the listener
-// connection and waits for the Store's goroutines. It does not close the
+// and lease connections and waits for the Store's goroutines. It does not close the
 // pool. Later calls do nothing.
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -1087,6 +1182,12 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+	s.leaseSem <- struct{}{} // a heartbeat under way ends with s.ctx
+	if s.leaseConn != nil {
+		closeConn(s.leaseConn)
+		s.leaseConn = nil
+	}
+	<-s.leaseSem
 	return nil
 }
 
