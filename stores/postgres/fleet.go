@@ -115,13 +115,14 @@ type windowKey struct {
 // on a connection of its own, not the pool's: under load the pool's
 // connections are all busy with appends and loads, and a heartbeat that
 // waited for one missed its turn. The lease is owner's own row, which no
-// append locks (the fence only reads it), and the checkpoints lock their windows' rows with SKIP LOCKED: the
-// append trigger holds a window's row from its insert to its commit when
-// an event opens, resumes or ends the window, as does Adopt, and the
-// heartbeat's update, waiting there while holding the rows it had already
-// locked, was the other half of a deadlock (its rows in the plan's order,
-// the trigger's in the batch's). A checkpoint whose window row is locked
-// is not lost: the Store keeps it, and owner's next heartbeat writes it
+// append locks (the fence only reads it), and the checkpoints lock their
+// windows' rows with SKIP LOCKED: the append trigger holds a window's row
+// from its insert to its commit when an event opens, resumes or ends the
+// window, as Adopt holds the rows it hands over, and the heartbeat's
+// update, waiting there while holding the rows it had already locked, was
+// the other half of a deadlock (its rows in the plan's order, the
+// trigger's in the batch's). A checkpoint whose window row is locked is
+// not lost: the Store keeps it, and owner's next heartbeat writes it
 // (under a newer checkpoint of the same window, if one comes), unless the
 // window has meanwhile ended or changed owner. So does a heartbeat that
 // fails.

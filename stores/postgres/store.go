@@ -212,7 +212,9 @@ RETURNING event_id`
 // in one transaction. In a fleet that mixes versions, the earlier ones keep
 // working on the migrated table (they leave opens false), but their starts
 // and resumes are not arbitrated: upgrade every process to get exactly one
-// opening per window. Earlier versions also read the notifications of
+// opening per window. Their heartbeats also still wait for the window rows
+// an append holds, and can deadlock with appends (see Heartbeat); the
+// schema is the same. Earlier versions also read the notifications of
 // AppendEach (see notifyPayload).
 func Migrate(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
 	if pool == nil {
@@ -1044,14 +1046,13 @@ func (s *Store) connectListener() (*pgx.Conn, error) {
 
 // onLeaseConn runs f on the lease connection, connecting it first if
 // needed, bounded by ctx and by the Store's lifetime (f gets a context
-// that ends with either). The connection is
-// the pool's kind (its settings, its BeforeConnect and AfterConnect hooks)
-// but not the pool's: a pool busy with appends and loads never makes a
-// heartbeat wait for a connection. f runs on one connection at a time (a
-// Store's owners take turns). When f fails because the connection broke
-// (the server ended it while idle, a network failure), f runs once more on
-// a new connection if it failed on one that had served before: f must be
-// idempotent.
+// that ends with either). The connection is the pool's kind (its
+// settings, its BeforeConnect and AfterConnect hooks) but not the pool's:
+// a pool busy with appends and loads never makes a heartbeat wait for a
+// connection. f runs on one connection at a time (a Store's owners take
+// turns). When f fails because the connection broke (the server ended it
+// while idle, a network failure), f runs once more on a new connection if
+// it failed on one that had served before: f must be idempotent.
 func (s *Store) onLeaseConn(ctx context.Context, f func(context.Context, *pgx.Conn) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -1170,8 +1171,8 @@ func notified(payload string) []string {
 }
 
 // Close ends every subscription (closing its channel), closes the listener
-// and lease connections and waits for the Store's goroutines. It does not close the
-// pool. Later calls do nothing.
+// and lease connections and waits for the Store's goroutines. It does not
+// close the pool. Later calls do nothing.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
