@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"go.uber.org/zap"
 )
 
 // Follow returns a context derived from parent that is cancelled when a
@@ -33,7 +35,9 @@ import (
 //
 // The backstop compares the recorded deadline with the clock given with
 // WithClock among opts (default: the real clock; Follow ignores the other
-// options), so that clock must agree with the supervisors' to within
+// options but WithLogger, which logs the panics it recovers from the
+// store's Subscribe and Load, then returned as errors, and from the Clock,
+// guarded as the Watchdog guards it), so that clock must agree with the supervisors' to within
 // FollowGrace: a follower whose host clock runs ahead by more, or was
 // stepped forward by more, gives the supervisor up early. In tests on a
 // fake clock pass the same clock; on the real clock, a recorded deadline
@@ -56,15 +60,28 @@ func Follow(parent context.Context, store EventStore, sessionID string, opts ...
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: follow %q: the store (%T) does not implement Subscriber", ErrInvalidArgument, sessionID, store)
 	}
+	c := configOf(opts)
+	if c.log == nil {
+		c.log = zap.NewNop()
+	}
+	uf := &userFaults{log: c.log}
+	if reflect.TypeOf(c.clock) != realClockType {
+		c.clock = &guardedClock{c: c.clock, uf: uf}
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	stop := func() { cancel(context.Canceled) }
-	ch, err := sub.Subscribe(ctx, sessionID)
+	var ch <-chan Event
+	err := uf.call("the store's Subscribe", func() (err error) { ch, err = sub.Subscribe(ctx, sessionID); return err })
 	if err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("watchdog: follow %q: subscribe: %w", sessionID, err)
 	}
-	evs, err := store.Load(ctx, sessionID)
-	if err != nil {
+	if ch == nil {
+		stop()
+		return nil, nil, fmt.Errorf("watchdog: follow %q: subscribe returned a nil channel and no error", sessionID)
+	}
+	var evs []Event
+	if err = uf.call("the store's Load", func() (err error) { evs, err = store.Load(ctx, sessionID); return err }); err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("watchdog: follow %q: load: %w", sessionID, err)
 	}
@@ -77,7 +94,7 @@ func Follow(parent context.Context, store EventStore, sessionID string, opts ...
 			cancel(causeOf(e))
 		}
 	}
-	b := &followBackstop{clock: configOf(opts).clock, id: sessionID, window: window, cancel: cancel}
+	b := &followBackstop{clock: c.clock, id: sessionID, window: window, cancel: cancel}
 	if due, ok := windowDeadline(evs, window); ok && ctx.Err() == nil {
 		b.arm(window, due)
 	}
