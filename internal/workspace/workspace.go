@@ -28,9 +28,12 @@ type Monitor struct {
 type watch struct {
 	root    string
 	ignore  []string
-	flat    map[string]bool // directories watched without their subdirectories, every change in them counted
 	changed func(path string)
-	dirs    map[string]struct{} // guarded by the monitor's mu
+	// dirs are ww's directories, each true if watched flat: without its
+	// subdirectories, every change in it counted. Guarded by the monitor's
+	// mu, and set with the directory's registration, so that the Monitor's
+	// goroutine never sees a directory without its kind.
+	dirs map[string]bool
 }
 
 // New starts a Monitor and its goroutine, which ends at Close.
@@ -53,17 +56,16 @@ func New(log *zap.Logger) (*Monitor, error) {
 // change of its own entries counts, ignored or not. The returned func ends
 // the watch.
 func (m *Monitor) Watch(root string, ignore, flat []string, changed func(path string)) (stop func(), err error) {
-	ww := &watch{root: root, ignore: ignore, changed: changed, dirs: make(map[string]struct{}), flat: make(map[string]bool, len(flat))}
+	ww := &watch{root: root, ignore: ignore, changed: changed, dirs: make(map[string]bool)}
 	if err := m.addTree(ww, root); err != nil {
 		m.remove(ww)
 		return nil, err
 	}
 	for _, dir := range flat {
-		if err := m.add(ww, dir); err != nil {
+		if err := m.add(ww, dir, true); err != nil {
 			m.remove(ww)
 			return nil, err
 		}
-		ww.flat[dir] = true
 	}
 	return func() { m.remove(ww) }, nil
 }
@@ -93,10 +95,12 @@ func (m *Monitor) run() {
 }
 
 func (m *Monitor) handle(ev fsnotify.Event) {
+	dir := filepath.Dir(ev.Name)
 	m.mu.Lock()
 	var interested []*watch
-	for ww := range m.dirs[filepath.Dir(ev.Name)] {
-		interested = append(interested, ww)
+	var flat []bool
+	for ww := range m.dirs[dir] {
+		interested, flat = append(interested, ww), append(flat, ww.dirs[dir])
 	}
 	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
 		for ww := range m.dirs[ev.Name] { // a watched directory went away
@@ -105,8 +109,8 @@ func (m *Monitor) handle(ev fsnotify.Event) {
 		delete(m.dirs, ev.Name)
 	}
 	m.mu.Unlock()
-	for _, ww := range interested {
-		if ww.flat[filepath.Dir(ev.Name)] {
+	for i, ww := range interested {
+		if flat[i] {
 			ww.changed(ev.Name)
 			continue
 		}
@@ -151,15 +155,15 @@ func (m *Monitor) addTree(ww *watch, dir string) error {
 		if rel, _ := filepath.Rel(ww.root, path); rel != "." && ww.ignored(rel) {
 			return filepath.SkipDir
 		}
-		if err := m.add(ww, path); err != nil && path == dir && dir == ww.root {
+		if err := m.add(ww, path, false); err != nil && path == dir && dir == ww.root {
 			return err
 		}
 		return nil
 	})
 }
 
-// add watches the directory path for ww.
-func (m *Monitor) add(ww *watch, path string) error {
+// add watches the directory path for ww, flat or not.
+func (m *Monitor) add(ww *watch, path string, flat bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.dirs[path]; !ok {
@@ -169,7 +173,7 @@ func (m *Monitor) add(ww *watch, path string) error {
 		m.dirs[path] = make(map[*watch]struct{})
 	}
 	m.dirs[path][ww] = struct{}{}
-	ww.dirs[path] = struct{}{}
+	ww.dirs[path] = flat
 	return nil
 }
 
