@@ -21,7 +21,7 @@ func monitor(t *testing.T, root string) <-chan string {
 	t.Cleanup(m.Close)
 	paths, done := make(chan string, 256), make(chan struct{})
 	t.Cleanup(func() { close(done) }) // before Close: changed never blocks it
-	stop, err := m.Watch(root, []string{".git"}, []string{filepath.Join(root, ".git")}, func(p string) {
+	stop, err := m.Watch(root, []string{".git"}, func(p string) {
 		select {
 		case paths <- p:
 		case <-done:
@@ -46,6 +46,13 @@ func next(t *testing.T, paths <-chan string, what string) string {
 	}
 }
 
+// until reads changes until want, which it returns.
+func until(t *testing.T, paths <-chan string, want string) {
+	t.Helper()
+	for next(t, paths, want) != want {
+	}
+}
+
 // A watched directory's role is published with its registration, under the
 // Monitor's lock, so the Monitor's goroutine reads it without a race when
 // it handles a change right after Watch returns. The change here is a
@@ -60,4 +67,29 @@ func TestAChangeRightAfterWatchReadsTheDirectoryRolesWithoutARace(t *testing.T) 
 	require.Equal(t, filepath.Join(root, "src"), next(t, paths, "the new directory"))
 	require.NoError(t, os.Mkdir(filepath.Join(root, ".git", "refs"), 0o755))
 	require.Equal(t, filepath.Join(root, ".git", "refs"), next(t, paths, "a new entry of .git"))
+}
+
+// A .git made after the watch started is followed as a repository: its
+// top level, then its objects/ when it is made, then each directory made in
+// objects/ (a fan-out directory of loose objects), every change of their
+// entries counted; a directory made elsewhere in .git (refs/) is reported
+// but not watched, so what is written in it is no event. inotify delivers
+// events in order: the marker coming right after refs/ proves that.
+func TestARepositoryMadeAfterTheWatchIsFollowedToItsObjects(t *testing.T) {
+	root := t.TempDir()
+	paths := monitor(t, root)
+	git := filepath.Join(root, ".git")
+	for _, dir := range []string{git, filepath.Join(git, "objects"), filepath.Join(git, "objects", "ab")} {
+		require.NoError(t, os.Mkdir(dir, 0o755))
+		until(t, paths, dir)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(git, "objects", "ab", "cdef"), []byte("blob"), 0o444))
+	until(t, paths, filepath.Join(git, "objects", "ab", "cdef"))
+
+	require.NoError(t, os.Mkdir(filepath.Join(git, "refs"), 0o755))
+	until(t, paths, filepath.Join(git, "refs"))
+	require.NoError(t, os.Mkdir(filepath.Join(git, "refs", "tags"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(git, "refs", "tags", "v1"), []byte("ab"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(git, "marker"), 0o755))
+	require.Equal(t, filepath.Join(git, "marker"), next(t, paths, "the marker"), "writes under .git/refs are no event")
 }
