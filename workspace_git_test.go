@@ -114,7 +114,12 @@ func TestGitCommitsAreWorkspaceEvidenceWithoutAnEventPerRef(t *testing.T) {
 	}
 	gitInput(t, dir, refs.String(), "update-ref", "--stdin")
 	require.NoError(t, os.Mkdir(filepath.Join(gitDir, "marker"), 0o755))
-	require.Equal(t, filepath.Join(gitDir, "marker"), <-paths, "writes under .git/refs produce no event")
+	select {
+	case p := <-paths:
+		require.Equal(t, filepath.Join(gitDir, "marker"), p, "writes under .git/refs produce no event")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no workspace change (the marker made in .git) within 10 s")
+	}
 
 	git(t, dir, "commit", "-q", "--allow-empty", "-m", "work")
 	waitChange(t, paths, filepath.Join(gitDir, "COMMIT_EDITMSG"), "a commit writes the top level of .git")
