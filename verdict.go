@@ -340,7 +340,7 @@ func (w *Watchdog) entryEvents(dst []Event, en *entry) []Event {
 	dec := s.decisionEvent(decisionID, f, ModeAct, summary)
 	cancel := s.cancelEvent(cancelID, &ve, summary, f.childWait, f.now, f.now)
 	cancel.Recoverable = dec.Recoverable // shared, as the summary is
-	shiftEvent(&dec, s.end.off) // and the summary, which cancel shares
+	shiftEvent(&dec, s.end.off)          // and the summary, which cancel shares
 	cancel.EvidenceSummary = nil
 	shiftEvent(&cancel, s.end.off)
 	cancel.EvidenceSummary = summary
