@@ -267,17 +267,21 @@ func (m *Monitor) add(ww *watch, path string, r role) error {
 // remove drops ww's interest in its directories, unwatching those nobody
 // else watches.
 func (m *Monitor) remove(ww *watch) {
+	var failed []zap.Field // logged once the lock is released
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	for dir := range ww.dirs {
 		set := m.dirs[dir]
 		delete(set, ww)
 		if len(set) == 0 {
 			delete(m.dirs, dir)
-			if err := m.fsw.Remove(dir); err != nil && !errors.Is(err, fsnotify.ErrNonExistentWatch) && !errors.Is(err, fsnotify.ErrClosed) {
-				m.log.Debug("watchdog: workspace monitor: unwatch", zap.String("path", dir), zap.Error(err))
+			if err := m.fsw.Remove(dir); err != nil && !errors.Is(err, fsnotify.ErrNonExistentWatch) && !errors.Is(err, fsnotify.ErrClosed) && len(failed) < 2*8 {
+				failed = append(failed, zap.String("path", dir), zap.Error(err))
 			}
 		}
 	}
 	clear(ww.dirs)
+	m.mu.Unlock()
+	for i := 0; i < len(failed); i += 2 {
+		m.log.Debug("watchdog: workspace monitor: unwatch", failed[i:i+2]...)
+	}
 }
