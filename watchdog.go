@@ -298,8 +298,9 @@ func FromContext(ctx context.Context) *Session {
 }
 
 // activate registers s (already reserved when reserved is true), schedules
-// its deadline, enqueues its lifecycle event (unless opened: recorded
-// already) and arms the timer.
+// its deadline (not an adopted window's that adoptOrphan ends: its stop
+// follows the resume, whatever is due), enqueues its lifecycle event
+// (unless opened: recorded already) and arms the timer.
 func (w *Watchdog) activate(s *Session, kind string, reserved, opened bool, adopted *Orphan) error {
 	now := w.now()
 	w.mu.Lock()
@@ -328,7 +329,9 @@ func (w *Watchdog) activate(s *Session, kind string, reserved, opened bool, adop
 	if v.Action != decide.Continue || v.Record || v.Next.IsZero() {
 		due = toNanos(now) // already due: the scheduler decides it
 	}
-	w.heap.Push(&s.item, due)
+	if adopted == nil || s.cfg.policy.ContinueWhenOwnerLost { // else ended at once (owner_lost): no rule decides it
+		w.heap.Push(&s.item, due)
+	}
 	if !opened {
 		e := s.event(kind, now)
 		e.Policy = &s.cfg.policy // shared, never modified
