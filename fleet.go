@@ -32,7 +32,9 @@ import (
 // (a fire's cancel is never recorded without its decision). A resume by
 // another owner of a window whose owner's lease is live is refused the same
 // way. Each method must be safe for concurrent use; the Watchdog calls them
-// off its scheduler, bounded by a context.
+// off its scheduler, bounded by a context. A Leaser may also have Now(ctx
+// context.Context) (time.Time, error), the store's clock, which members
+// then record on (see docs/fleet.md). The PostgreSQL store has it.
 type Leaser interface {
 	// Heartbeat creates or renews owner's lease until ttl from now on the
 	// store's clock, and keeps checkpoints: the evidence of windows owner
@@ -73,17 +75,13 @@ const maxCheckpoints = 4096
 
 // checkpoints returns the evidence of the windows whose evidence changed
 // since their last checkpoint (by the sum of their channels' counters),
-// and that sum for each, to keep once the heartbeat succeeds. Evidence is
-// read lock-free; only the list of sessions is taken under the lock.
-func (w *Watchdog) checkpoints() ([]Checkpoint, []*Session, []uint64) {
+// and that sum for each, to keep once the heartbeat succeeds; instants are
+// the timeline's plus off. Evidence is read lock-free; only the list of
+// sessions is taken under the lock.
+func (w *Watchdog) checkpoints(off time.Duration) (cps []Checkpoint, ss []*Session, sums []uint64) {
 	w.mu.Lock()
 	all := w.sessions.All()
 	w.mu.Unlock()
-	var (
-		cps  []Checkpoint
-		ss   []*Session
-		sums []uint64
-	)
 	// From where the last pass stopped, so that past maxCheckpoints busy
 	// windows every one gets its turn.
 	from := int(w.ckptFrom.Load() % uint64(max(len(all), 1)))
@@ -109,14 +107,14 @@ func (w *Watchdog) checkpoints() ([]Checkpoint, []*Session, []uint64) {
 			c := s.chanAt(Channel(i))
 			ev[i] = EvidenceEntry{Channel: s.channelName(i), Counter: c.count.Load()}
 			if l := c.last.Load(); l != decide.Never {
-				t := time.Unix(0, l).UTC() // on the timeline
+				t := time.Unix(0, l).Add(off).UTC()
 				ev[i].LastAt = &t
 			}
 		}
 		cps = append(cps, Checkpoint{SessionID: s.id, Window: int(s.window), Evidence: ev})
 		ss, sums = append(ss, s), append(sums, sum)
 	}
-	return cps, ss, sums
+	return
 }
 
 // seed gives an adopted session the evidence of its window's checkpoint:
@@ -135,7 +133,7 @@ func (w *Watchdog) seed(s *Session, ev []EvidenceEntry) {
 			}
 			c := s.chanAt(Channel(i))
 			if en.LastAt != nil {
-				c.last.Store(min(toNanos(w.onTimeline(*en.LastAt)), now))
+				c.last.Store(min(toNanos(w.fromRecord(*en.LastAt)), now))
 			}
 			c.count.Store(en.Counter)
 			sum += en.Counter
@@ -215,29 +213,13 @@ func (w *Watchdog) awaitLease(ctx context.Context) error {
 	}
 }
 
-// runHeartbeats is the lease goroutine: it renews the lease every ttl/3
-// on the Watchdog's clock, whatever the adoption sweeps are doing.
-func (w *Watchdog) runHeartbeats() {
+// every calls fn(step) every step on the Watchdog's clock until Close: it
+// is the lease goroutine (heartbeat, every ttl/3, whatever the sweeps are
+// doing) and the adoption goroutine (WithAdoption: sweep, every ttl/6).
+func (w *Watchdog) every(step time.Duration, fn func(time.Duration)) {
 	defer w.wg.Done()
-	step := w.fleet.ttl / 3
-	for {
-		w.heartbeat(step)
-		if !w.sleep(step) {
-			return
-		}
-	}
-}
-
-// runSweeps is the adoption goroutine (WithAdoption): every ttl/6 on the
-// Watchdog's clock it adopts the windows of owners whose lease expired.
-func (w *Watchdog) runSweeps() {
-	defer w.wg.Done()
-	step := w.fleet.ttl / 6
-	for {
-		w.sweep(step)
-		if !w.sleep(step) {
-			return
-		}
+	for ok := true; ok; ok = w.sleep(step) {
+		fn(step)
 	}
 }
 
@@ -266,15 +248,7 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 	f := w.fleet
 	ctx, cancel := context.WithTimeout(f.ctx, within)
 	defer cancel()
-	cps, ss, sums := w.checkpoints()
-	for _, c := range cps { // the store's instants are the wall's
-		for i, en := range c.Evidence {
-			if en.LastAt != nil {
-				t := w.wall(*en.LastAt)
-				c.Evidence[i].LastAt = &t
-			}
-		}
-	}
+	cps, ss, sums := w.checkpoints(w.recOffset()) // recorded instants
 	err := w.faults.call("Leaser.Heartbeat", func() error { return f.store.Heartbeat(ctx, w.owner, f.ttl, cps) })
 	if err != nil {
 		w.leaseFailures.Add(1)
@@ -286,7 +260,23 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 	for i, s := range ss {
 		s.ckpt.Store(sums[i])
 	}
+	w.readStoreClock(ctx)
 	f.once.Do(func() { close(f.leased) })
+}
+
+// readStoreClock reads the store's clock (a Leaser's Now) between two of the
+// Watchdog's and keeps the offset from it (storeSkew) unless they prove it
+// wrong, then the nearest they allow: records are on the store's clock.
+func (w *Watchdog) readStoreClock(ctx context.Context) {
+	c, ok := w.fleet.store.(interface {
+		Now(context.Context) (time.Time, error)
+	})
+	var at time.Time
+	before := w.wall(w.now())
+	if !ok || w.faults.call("Leaser.Now", func() (err error) { at, err = c.Now(ctx); return err }) != nil || at.IsZero() {
+		return
+	}
+	w.storeSkew.Store(min(max(w.storeSkew.Load(), int64(before.Sub(at))), int64(w.wall(w.now()).Sub(at))))
 }
 
 // adoptBatch is how many windows one Adopt call hands over at most; a
@@ -310,10 +300,7 @@ func (w *Watchdog) sweep(within time.Duration) {
 	for {
 		ctx, cancel := context.WithTimeout(f.ctx, max(within, time.Second))
 		var orphans []Orphan
-		err := w.faults.call("Leaser.Adopt", func() (err error) {
-			orphans, err = f.store.Adopt(ctx, w.owner, adoptBatch)
-			return err
-		})
+		err := w.faults.call("Leaser.Adopt", func() (err error) { orphans, err = f.store.Adopt(ctx, w.owner, adoptBatch); return err })
 		cancel()
 		if err != nil {
 			w.log.Warn("watchdog: adoption sweep failed", zap.String("owner", w.owner), zap.Error(err))

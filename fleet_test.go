@@ -34,11 +34,13 @@ type leaseStore struct {
 	evidence map[string][]watchdog.EvidenceEntry // "id/window" -> its last checkpoint
 	failLoad int                                 // Loads to fail
 	gate     chan struct{}                       // if set, a fenced Append returns once it is closed
+	keep     map[string]bool                     // sessions Adopt never hands over
+	at       map[string]time.Time                // event id -> when it was recorded, on the store's clock
 }
 
 func newLeaseStore() *leaseStore {
 	return &leaseStore{arbStore: newArbStore(), leases: map[string]time.Time{}, lastSeen: map[string]time.Time{}, owners: map[string]string{}, ended: map[string]bool{},
-		evidence: map[string][]watchdog.EvidenceEntry{}}
+		evidence: map[string][]watchdog.EvidenceEntry{}, at: map[string]time.Time{}}
 }
 
 func (l *leaseStore) Heartbeat(_ context.Context, owner string, ttl time.Duration, cps []watchdog.Checkpoint) error {
@@ -67,17 +69,20 @@ func (l *leaseStore) Adopt(_ context.Context, adopter string, limit int) ([]watc
 	defer l.lmu.Unlock()
 	var out []watchdog.Orphan
 	for k, owner := range l.owners {
-		if owner == adopter || l.ended[k] || l.alive(owner) || len(out) == limit {
-			continue
-		}
 		i := strings.LastIndexByte(k, '/')
 		id := k[:i]
+		if owner == adopter || l.ended[k] || l.alive(owner) || len(out) == limit || l.keep[id] {
+			continue
+		}
 		w, _ := strconv.Atoi(k[i+1:])
 		l.owners[k] = adopter
 		out = append(out, watchdog.Orphan{SessionID: id, Window: w, Owner: owner, LastSeen: l.lastSeen[owner], Evidence: l.evidence[k]})
 	}
 	return out, nil
 }
+
+// Now is the store's clock, which leases expire on (see Leaser).
+func (l *leaseStore) Now(context.Context) (time.Time, error) { return time.Now(), nil }
 
 func (l *leaseStore) Append(ctx context.Context, evs ...watchdog.Event) error {
 	l.lmu.Lock()
@@ -105,6 +110,7 @@ func (l *leaseStore) Append(ctx context.Context, evs ...watchdog.Event) error {
 	defer l.lmu.Unlock()
 	for _, e := range evs {
 		k := fmt.Sprint(e.AggregateID, "/", e.Window)
+		l.at[e.ID] = time.Now()
 		switch {
 		case e.Owner == "":
 		case e.Terminal():
@@ -247,7 +253,7 @@ func TestAnAdopterContinuesTheIdleRuleFromTheOwnersLastCheckpoint(t *testing.T) 
 		s, err := w1.Start(context.Background(), "agent", t0,
 			watchdog.Policy{WallClock: time.Hour, IdleWindow: 30 * time.Second, SettleChecks: 1, ContinueWhenOwnerLost: true})
 		require.NoError(t, err)
-		touched := owner.Now()          // the owner's (frozen) clock: the instant of the evidence
+		touched := time.Now()           // the instant of the evidence, on the store's clock, which the owner records on (its mock is 1 ms behind: Set sleeps)
 		s.Touch(watchdog.ChannelStdout) // the agent's last output
 		time.Sleep(2 * time.Second)     // the owner's clock keeps pace for one heartbeat, which checkpoints it
 		owner.Add(2 * time.Second)
@@ -321,8 +327,10 @@ func TestAnAdopterAddsTheUnsupervisedTimeToASupervisedOnlyBudget(t *testing.T) {
 		adoption, decision := evs[1], evs[2]
 		gap := adoption.OccurredAt.Sub(adoption.OwnerLastSeen)
 		assert.GreaterOrEqual(t, gap, watchdog.DefaultLeaseTTL, "adopted once the lease expired")
-		assert.Equal(t, t0.Add(gap).UTC(), adoption.BudgetFrom, "the budget counts from the window's start plus the unsupervised gap")
-		assert.Equal(t, t0.Add(gap).Add(time.Minute).UTC(), decision.OccurredAt.Add(-time.Nanosecond))
+		start := evs[0].WindowStartedAt // t0 on the owner's clock, recorded on the store's (the mock is 1 ms behind it: Set sleeps)
+		assert.Equal(t, t0.Add(time.Millisecond).UTC(), start)
+		assert.Equal(t, start.Add(gap).UTC(), adoption.BudgetFrom, "the budget counts from the window's start plus the unsupervised gap")
+		assert.Equal(t, start.Add(gap).Add(time.Minute).UTC(), decision.OccurredAt.Add(-time.Nanosecond))
 		mm, err := watchdog.Replay(evs)
 		require.NoError(t, err)
 		assert.Empty(t, mm)
