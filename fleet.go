@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -34,7 +36,9 @@ import (
 // way. Each method must be safe for concurrent use; the Watchdog calls them
 // off its scheduler, bounded by a context. A Leaser may also have Now(ctx
 // context.Context) (time.Time, error), the store's clock, which members
-// then record on (see docs/fleet.md). The PostgreSQL store has it.
+// then record on, and Held(ctx context.Context, owner string) ([]Checkpoint,
+// error), the open windows owner holds, which an owner asks once its lease
+// lapsed (see docs/fleet.md). The PostgreSQL store has both.
 type Leaser interface {
 	// Heartbeat creates or renews owner's lease until ttl from now on the
 	// store's clock, and keeps checkpoints: the evidence of windows owner
@@ -172,14 +176,17 @@ func WithAdoption() Option {
 
 // fleet is a Watchdog's lease and adoption state with a Leaser store.
 type fleet struct {
-	store  Leaser
-	ttl    time.Duration
-	adopt  bool
-	leased chan struct{} // closed after the first successful heartbeat
-	once   sync.Once     // closes leased
-	retry  []Orphan      // adopted here, not watched yet; owned by the adoption goroutine
-	ctx    context.Context
-	cancel context.CancelFunc // ends the calls in progress (Close)
+	store   Leaser
+	ttl     time.Duration
+	adopt   bool
+	leased  chan struct{} // closed after the first successful heartbeat
+	once    sync.Once     // closes leased
+	retry   []Orphan      // adopted here, not watched yet; owned by the adoption goroutine
+	ctx     context.Context
+	cancel  context.CancelFunc // ends the calls in progress (Close)
+	lastOK  atomic.Int64       // when the last renewal started (timeline, ns)
+	attempt atomic.Int64       // when the last heartbeat ended (timeline, ns); see leaseFirst
+	beat    chan struct{}      // buffered: signalled when a heartbeat ends
 }
 
 func newFleet(store EventStore, c *config) *fleet {
@@ -192,7 +199,7 @@ func newFleet(store EventStore, c *config) *fleet {
 		ttl = DefaultLeaseTTL
 	}
 	ttl = max(ttl, 300*time.Millisecond)
-	f := &fleet{store: l, ttl: ttl, adopt: c.adopt, leased: make(chan struct{})}
+	f := &fleet{store: l, ttl: ttl, adopt: c.adopt, leased: make(chan struct{}), beat: make(chan struct{}, 1)}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	return f
 }
@@ -248,6 +255,14 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 	f := w.fleet
 	ctx, cancel := context.WithTimeout(f.ctx, within)
 	defer cancel()
+	defer func() {
+		f.attempt.Store(toNanos(w.now()))
+		select {
+		case f.beat <- struct{}{}: // for leaseFirst
+		default:
+		}
+	}()
+	start := w.now()
 	cps, ss, sums := w.checkpoints(w.recOffset()) // recorded instants
 	err := w.faults.call("Leaser.Heartbeat", func() error { return f.store.Heartbeat(ctx, w.owner, f.ttl, cps) })
 	if err != nil {
@@ -261,7 +276,33 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 		s.ckpt.Store(sums[i])
 	}
 	w.readStoreClock(ctx)
+	if gap := time.Duration(toNanos(w.now()) - f.lastOK.Load()); f.lastOK.Load() != 0 && gap > f.ttl {
+		w.disownLost(ctx, gap) // the lease lives again: no more windows can be taken
+	}
+	f.lastOK.Store(toNanos(start))
 	f.once.Do(func() { close(f.leased) })
+}
+
+// leaseFirst begins each scheduler pass. If no heartbeat ended for over a
+// lease (else one ends every 2/3 of it), the process was paused: a
+// heartbeat renews the lease and ends the sessions lost (disownLost) before
+// the pass decides anything, which waits for it a lease's time at most.
+func (w *Watchdog) leaseFirst() {
+	var bound <-chan time.Time
+	for f := w.fleet; f != nil && toNanos(w.now())-f.attempt.Load() > int64(f.ttl); {
+		if bound == nil {
+			bound = time.After(f.ttl) // on the real clock, as the store calls' bounds
+			w.wg.Add(1)               // the scheduler's count is held: Close waits for it
+			go func() { defer w.wg.Done(); w.heartbeat(f.ttl / 3) }()
+		}
+		select {
+		case <-f.beat: // maybe an earlier heartbeat's: look again
+		case <-bound:
+			f.attempt.Store(toNanos(w.now())) // not again before a lease's time
+		case <-w.done:
+			return
+		}
+	}
 }
 
 // readStoreClock reads the store's clock (a Leaser's Now) between two of the
@@ -277,6 +318,36 @@ func (w *Watchdog) readStoreClock(ctx context.Context) {
 		return
 	}
 	w.storeSkew.Store(min(max(w.storeSkew.Load(), int64(before.Sub(at))), int64(w.wall(w.now()).Sub(at))))
+}
+
+// disownLost ends the sessions, running before it asks, whose window this
+// Watchdog no longer holds after its lease lapsed for gap, if the store says
+// (a Leaser's Held) and answers openings (a running window is recorded).
+func (w *Watchdog) disownLost(ctx context.Context, gap time.Duration) {
+	h, ok := w.fleet.store.(interface {
+		Held(context.Context, string) ([]Checkpoint, error)
+	})
+	if !ok || w.openings == nil {
+		return
+	}
+	w.mu.Lock()
+	all := slices.DeleteFunc(w.sessions.All(), func(s *Session) bool { return s.state.Load() != stateRunning })
+	w.mu.Unlock()
+	var held []Checkpoint
+	if err := w.faults.call("Leaser.Held", func() (err error) { held, err = h.Held(ctx, w.owner); return err }); err != nil {
+		w.log.Warn("watchdog: the lease lapsed; which windows it still holds is unknown", zap.Duration("lapsed", gap), zap.Error(err))
+		return
+	}
+	mine := make(map[string]int, len(held))
+	for _, c := range held {
+		mine[c.SessionID] = c.Window
+	}
+	cause := fmt.Errorf("%w (%s): owner %s renewed no lease for %v, more than its %v (paused, or cut off from the store)", ErrAlreadyWatched, StopOwnerLost, w.owner, gap, w.fleet.ttl)
+	for _, s := range all {
+		if n, ok := mine[s.id]; !ok || n != int(s.window) {
+			w.disown(s.id, int(s.window), cause)
+		}
+	}
 }
 
 // adoptBatch is how many windows one Adopt call hands over at most; a
@@ -388,7 +459,7 @@ func (w *Watchdog) disown(id string, window int, cause error) {
 	s.dropLocked()
 	w.mu.Unlock()
 	w.disowned.Add(1)
-	w.log.Warn("watchdog: another owner holds this window now; no longer watching it",
+	w.log.Warn("watchdog: this owner's lease lapsed and another owner took the window over; no longer watching it",
 		zap.String("session_id", id), zap.Int("window", window), zap.Error(cause))
 	s.cancel(fmt.Errorf("watchdog: %q window %d: %w", id, window, cause))
 }

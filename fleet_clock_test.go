@@ -3,6 +3,7 @@ package watchdog_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,6 +11,9 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sessionwatchdog/watchdog"
 )
@@ -79,4 +83,114 @@ func TestASkewedMemberDecidesAnAdoptedWindowAsAnUnskewedOne(t *testing.T) {
 			assert.Equal(t, want, got, "the same decision as with clocks that agree")
 		})
 	}
+}
+
+// pausableClock is the real clock (a synctest bubble's time) of a process
+// that SIGSTOP can pause: while paused it reads the instant of the pause and
+// runs no timer; on SIGCONT it reads the time again, which jumped by the
+// pause, and runs at once every timer that came due meanwhile.
+type pausableClock struct {
+	clock.Clock
+	mu       sync.Mutex
+	pausedAt time.Time
+	due      []func()
+}
+
+func (c *pausableClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.pausedAt.IsZero() {
+		return c.pausedAt
+	}
+	return c.Clock.Now()
+}
+
+func (c *pausableClock) AfterFunc(d time.Duration, f func()) *clock.Timer {
+	return c.Clock.AfterFunc(d, func() {
+		c.mu.Lock()
+		if !c.pausedAt.IsZero() {
+			c.due = append(c.due, f)
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		f()
+	})
+}
+
+func (c *pausableClock) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pausedAt = c.Clock.Now()
+}
+
+func (c *pausableClock) cont() {
+	c.mu.Lock()
+	due := c.due
+	c.pausedAt, c.due = time.Time{}, nil
+	c.mu.Unlock()
+	for _, f := range due {
+		go f()
+	}
+}
+
+// An owner paused past its lease (SIGSTOP, then SIGCONT: its clock jumps
+// and its timers fire at once) while a member adopted its windows learns it
+// at once on resuming: before it decides anything, it renews its lease and
+// asks the store which windows it still holds, and ends the others, their
+// context's cause naming owner_lost, counted in Stats.Disowned and logged at
+// warn level. A window nobody adopted meanwhile stays its own.
+func TestAPausedOwnerEndsTheSessionsItLostAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := newLeaseStore()
+		store.keep = map[string]bool{"kept": true}
+		core, logs := observer.New(zapcore.WarnLevel)
+		pc := &pausableClock{Clock: clock.New()}
+		owner := watchdog.New(watchdog.WithStore(store), watchdog.WithClock(pc), watchdog.WithLogger(zap.New(core)))
+		var lost []*watchdog.Session
+		for i, p := range []watchdog.Policy{
+			{WallClock: time.Hour},
+			{WallClock: time.Hour, ContinueWhenOwnerLost: true},
+			{WallClock: 10 * time.Second}, // due during the pause: lost all the same, not decided
+		} {
+			s, err := owner.Start(ctx, fmt.Sprint("agent-", i), pc.Now(), p)
+			require.NoError(t, err)
+			lost = append(lost, s)
+		}
+		kept, err := owner.Start(ctx, "kept", pc.Now(), watchdog.Policy{WallClock: time.Hour})
+		require.NoError(t, err)
+
+		time.Sleep(3 * time.Second) // a live owner: heartbeats
+		synctest.Wait()
+
+		// The owner is paused; a member adopts its windows.
+		pc.stop()
+		member := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption())
+		time.Sleep(watchdog.DefaultLeaseTTL + 10*time.Second)
+		synctest.Wait()
+		require.Equal(t, int64(3), member.Stats().Adopted)
+
+		// It resumes: nothing else runs until it knows.
+		pc.cont()
+		require.NoError(t, owner.Check(ctx))
+		for i, s := range lost {
+			require.Error(t, s.Context().Err(), "agent-%d ended", i)
+			cause := context.Cause(s.Context())
+			require.ErrorIs(t, cause, watchdog.ErrAlreadyWatched)
+			assert.Contains(t, cause.Error(), watchdog.StopOwnerLost, "agent-%d: not a verdict of its own", i)
+		}
+		require.NoError(t, kept.Context().Err(), "the window nobody adopted is still the owner's")
+		assert.Equal(t, int64(3), owner.Stats().Disowned)
+		assert.Equal(t, 1, owner.Stats().Sessions)
+		var warned []string
+		for _, e := range logs.FilterMessageSnippet("lease lapsed").All() {
+			warned = append(warned, e.ContextMap()["session_id"].(string))
+			assert.Equal(t, zapcore.WarnLevel, e.Level)
+			assert.Contains(t, e.Message, "another owner took the window over")
+		}
+		assert.ElementsMatch(t, []string{"agent-0", "agent-1", "agent-2"}, warned, "one warning per window lost: %v", logs.All())
+		require.NoError(t, owner.Close(ctx))
+		require.NoError(t, member.Close(ctx))
+	})
 }

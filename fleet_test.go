@@ -84,6 +84,21 @@ func (l *leaseStore) Adopt(_ context.Context, adopter string, limit int) ([]watc
 // Now is the store's clock, which leases expire on (see Leaser).
 func (l *leaseStore) Now(context.Context) (time.Time, error) { return time.Now(), nil }
 
+// Held returns the open windows owner holds (see Leaser).
+func (l *leaseStore) Held(_ context.Context, owner string) ([]watchdog.Checkpoint, error) {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	var out []watchdog.Checkpoint
+	for k, o := range l.owners {
+		if o == owner && !l.ended[k] {
+			i := strings.LastIndexByte(k, '/')
+			w, _ := strconv.Atoi(k[i+1:])
+			out = append(out, watchdog.Checkpoint{SessionID: k[:i], Window: w})
+		}
+	}
+	return out, nil
+}
+
 func (l *leaseStore) Append(ctx context.Context, evs ...watchdog.Event) error {
 	l.lmu.Lock()
 	for _, e := range evs {

@@ -210,6 +210,7 @@ func New(opts ...Option) *Watchdog {
 		go w.runCheckpoints(every, tick, t)
 	}
 	if w.fleet != nil {
+		w.fleet.attempt.Store(w.epochNanos)
 		w.wg.Add(1)
 		go w.every(w.fleet.ttl/3, w.heartbeat)
 		if w.fleet.adopt {
