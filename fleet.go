@@ -35,8 +35,8 @@ import (
 // another owner of a window whose owner's lease is live is refused the same
 // way. Each method must be safe for concurrent use; the Watchdog calls them
 // off its scheduler, bounded by a context. A Leaser may also have Now(ctx
-// context.Context) (time.Time, error), the store's clock, which members
-// then record on, and Held(ctx context.Context, owner string) ([]Checkpoint,
+// context.Context) (time.Time, error), the store's clock, which members on
+// the real clock record on, and Held(ctx context.Context, owner string) ([]Checkpoint,
 // error), the open windows owner holds, which an owner asks once its lease
 // lapsed (see docs/fleet.md). The PostgreSQL store has both.
 type Leaser interface {
@@ -306,7 +306,7 @@ func (w *Watchdog) leaseFirst() {
 }
 
 // readStoreClock reads the store's clock (a Leaser's Now) between two of the
-// Watchdog's and keeps the offset from it (storeSkew) unless they prove it
+// real clock's and keeps the offset from it (storeSkew) unless they prove it
 // wrong, then the nearest they allow: records are on the store's clock.
 func (w *Watchdog) readStoreClock(ctx context.Context) {
 	c, ok := w.fleet.store.(interface {
@@ -314,7 +314,7 @@ func (w *Watchdog) readStoreClock(ctx context.Context) {
 	})
 	var at time.Time
 	before := w.wall(w.now())
-	if !ok || w.faults.call("Leaser.Now", func() (err error) { at, err = c.Now(ctx); return err }) != nil || at.IsZero() {
+	if !ok || w.rt == nil || w.faults.call("Leaser.Now", func() (err error) { at, err = c.Now(ctx); return err }) != nil || at.IsZero() {
 		return
 	}
 	w.storeSkew.Store(min(max(w.storeSkew.Load(), int64(before.Sub(at))), int64(w.wall(w.now()).Sub(at))))

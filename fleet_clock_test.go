@@ -18,22 +18,15 @@ import (
 	"github.com/sessionwatchdog/watchdog"
 )
 
-// offsetClock is the real clock (a synctest bubble's fake time) read d
-// ahead: a member whose clock is off the store's.
-type offsetClock struct {
-	clock.Clock
-	d time.Duration
-}
-
-func (c offsetClock) Now() time.Time { return c.Clock.Now().Add(c.d) }
-
-// A window adopted by a member whose clock is 30 s ahead of the store's (or
-// behind it), or opened by an owner whose clock was, is decided at the same
-// instant and with the same elapsed time as with clocks that agree: every
-// member records on the store's clock (read at each heartbeat) and times an
-// adopted window from the recorded instants on it. The store's clock is the
-// bubble's time; each case runs in a bubble of its own, from the same
-// instant.
+// A window opened by an owner whose clock is 30 s ahead of the store's (or
+// behind it), or adopted by a member whose clock is, is decided at the same
+// instant and with the same elapsed time as with clocks that agree, and the
+// log reads the same: every member reads the store's clock at its
+// heartbeats and records on it. The store's clock is the bubble's time; a
+// member's clock is the real clock, its wall time set off by the test hook
+// (as the system clock of another host would be). The owner hands the
+// window over at once (Close); each case runs in a bubble of its own, from
+// the same instant.
 func TestASkewedMemberDecidesAnAdoptedWindowAsAnUnskewedOne(t *testing.T) {
 	type outcome struct {
 		start, fired time.Duration // recorded, from t0
@@ -43,16 +36,19 @@ func TestASkewedMemberDecidesAnAdoptedWindowAsAnUnskewedOne(t *testing.T) {
 	}
 	run := func(t *testing.T, ownerSkew, memberSkew time.Duration) (o outcome) {
 		synctest.Test(t, func(t *testing.T) {
+			ctx := context.Background()
 			store := newLeaseStore()
+			owner := watchdog.New(watchdog.WithStore(store))
+			member := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption())
+			watchdog.StepWallClock(owner, ownerSkew)
+			watchdog.StepWallClock(member, memberSkew)
+			time.Sleep(3 * time.Second) // heartbeats read the store's clock
+			synctest.Wait()
 			t0 := time.Now()
-			frozen := clock.NewMock() // the owner, paused after its first heartbeat
-			frozen.Set(t0.Add(ownerSkew))
-			owner := watchdog.New(watchdog.WithStore(store), watchdog.WithClock(frozen))
-			_, err := owner.Start(context.Background(), "agent", frozen.Now(),
+			_, err := owner.Start(ctx, "agent", t0.Add(ownerSkew), // now, on the owner's clock
 				watchdog.Policy{WallClock: 20 * time.Second, ContinueWhenOwnerLost: true})
 			require.NoError(t, err)
-			member := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption(),
-				watchdog.WithClock(offsetClock{clock.New(), memberSkew}))
+			require.NoError(t, owner.Close(ctx)) // handed over
 			time.Sleep(time.Minute)
 			synctest.Wait()
 			evs := load(t, store.MemoryStore, "agent")
@@ -66,14 +62,14 @@ func TestASkewedMemberDecidesAnAdoptedWindowAsAnUnskewedOne(t *testing.T) {
 			mm, err := watchdog.Replay(evs)
 			require.NoError(t, err)
 			assert.Empty(t, mm)
-			require.NoError(t, owner.Close(context.Background()))
-			require.NoError(t, member.Close(context.Background()))
+			require.NoError(t, member.Close(ctx))
 		})
 		return o
 	}
 	want := run(t, 0, 0)
 	require.Equal(t, []string{watchdog.KindStart, watchdog.KindResume, watchdog.KindDecision, watchdog.KindCancel}, want.kinds)
-	assert.Equal(t, 20*time.Second+time.Nanosecond, want.fired-want.start, "fired at the window's deadline")
+	assert.Equal(t, time.Duration(0), want.start)
+	assert.Equal(t, 20*time.Second+time.Nanosecond, want.fired, "fired at the window's deadline")
 	assert.Equal(t, want.fired, want.recorded, "and recorded then")
 	for _, c := range []struct{ owner, member time.Duration }{
 		{0, 30 * time.Second}, {0, -30 * time.Second}, {30 * time.Second, 0}, {-30 * time.Second, 30 * time.Second},
