@@ -130,9 +130,8 @@ func (w *Watchdog) seed(s *Session, ev []EvidenceEntry) {
 	now := toNanos(w.now())
 	var sum uint64
 	for i := range s.numChannels() {
-		name := s.channelName(i)
 		for _, en := range ev {
-			if en.Channel != name {
+			if en.Channel != s.channelName(i) {
 				continue
 			}
 			c := s.chanAt(Channel(i))
@@ -186,6 +185,7 @@ type fleet struct {
 	cancel  context.CancelFunc // ends the calls in progress (Close)
 	lastOK  atomic.Int64       // when the last renewal started (timeline, ns)
 	attempt atomic.Int64       // when the last heartbeat ended (timeline, ns); see leaseFirst
+	busy    atomic.Bool        // a heartbeat runs: one at a time
 	beat    chan struct{}      // buffered: signalled when a heartbeat ends
 }
 
@@ -220,9 +220,8 @@ func (w *Watchdog) awaitLease(ctx context.Context) error {
 	}
 }
 
-// every calls fn(step) every step on the Watchdog's clock until Close: it
-// is the lease goroutine (heartbeat, every ttl/3, whatever the sweeps are
-// doing) and the adoption goroutine (WithAdoption: sweep, every ttl/6).
+// every calls fn(step) every step on the Watchdog's clock until Close: the
+// lease goroutine (heartbeat, ttl/3) and the adoption one (sweep, ttl/6).
 func (w *Watchdog) every(step time.Duration, fn func(time.Duration)) {
 	defer w.wg.Done()
 	for ok := true; ok; ok = w.sleep(step) {
@@ -253,6 +252,10 @@ func (w *Watchdog) wait(tick <-chan struct{}, t *clock.Timer) bool {
 
 func (w *Watchdog) heartbeat(within time.Duration) {
 	f := w.fleet
+	if !f.busy.CompareAndSwap(false, true) {
+		return // another one runs (see leaseFirst), which leaseFirst waits for
+	}
+	defer f.busy.Store(false)
 	ctx, cancel := context.WithTimeout(f.ctx, within)
 	defer cancel()
 	defer func() {
@@ -264,8 +267,7 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 	}()
 	start := w.now()
 	cps, ss, sums := w.checkpoints(w.recOffset()) // recorded instants
-	err := w.faults.call("Leaser.Heartbeat", func() error { return f.store.Heartbeat(ctx, w.owner, f.ttl, cps) })
-	if err != nil {
+	if err := w.faults.call("Leaser.Heartbeat", func() error { return f.store.Heartbeat(ctx, w.owner, f.ttl, cps) }); err != nil {
 		w.leaseFailures.Add(1)
 		w.log.Warn("watchdog: lease heartbeat failed; other fleet members adopt this Watchdog's windows once its lease expires",
 			zap.String("owner", w.owner), zap.Duration("ttl", f.ttl), zap.Error(err))
@@ -283,10 +285,9 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 	f.once.Do(func() { close(f.leased) })
 }
 
-// leaseFirst begins each scheduler pass. If no heartbeat ended for over a
-// lease (else one ends every 2/3 of it), the process was paused: a
-// heartbeat renews the lease and ends the sessions lost (disownLost) before
-// the pass decides anything, which waits for it a lease's time at most.
+// leaseFirst begins each pass. If no heartbeat ended for over a lease (else
+// one ends every 2/3 of it), the process was paused: a heartbeat renews the
+// lease and ends the sessions lost (disownLost) first, a lease at most.
 func (w *Watchdog) leaseFirst() {
 	var bound <-chan time.Time
 	for f := w.fleet; f != nil && toNanos(w.now())-f.attempt.Load() > int64(f.ttl); {
@@ -470,8 +471,7 @@ func (w *Watchdog) releaseLease(ctx context.Context) error {
 	if w.fleet == nil {
 		return nil
 	}
-	err := w.faults.call("Leaser.Release", func() error { return w.fleet.store.Release(ctx, w.owner) })
-	if err != nil {
+	if err := w.faults.call("Leaser.Release", func() error { return w.fleet.store.Release(ctx, w.owner) }); err != nil {
 		return fmt.Errorf("watchdog: close: release the lease of owner %s (its windows are adopted once it expires): %w", w.owner, err)
 	}
 	return nil
