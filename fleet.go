@@ -401,26 +401,19 @@ func (w *Watchdog) sweep(within time.Duration) {
 // the window is looked at again at each sweep until the store records its
 // end or it can be adopted: never left owned here and watched by nobody.
 func (w *Watchdog) adoptOrphan(o Orphan) {
-	w.mu.Lock()
-	local := w.sessions.Get(o.SessionID) != nil
-	w.mu.Unlock()
-	if local {
-		w.fleet.retry = append(w.fleet.retry, o)
-		return
-	}
 	ctx, cancel := context.WithTimeout(w.fleet.ctx, w.fleet.ttl)
 	defer cancel()
-	s, err := w.resume(ctx, o.SessionID, Policy{}, &o)
-	if err != nil {
-		if errors.Is(err, errPending) || errors.Is(err, ErrAlreadyWatched) {
-			w.fleet.retry = append(w.fleet.retry, o)
-			return
-		}
-		if !errors.Is(err, errNotOpen) && !errors.Is(err, ErrClosed) {
+	s, err := w.resume(ctx, o.SessionID, Policy{}, &o) // ErrAlreadyWatched while the session is still here
+	switch {
+	case err == nil:
+	case errors.Is(err, errNotOpen), errors.Is(err, ErrClosed):
+		return
+	default:
+		if !errors.Is(err, errPending) && !errors.Is(err, ErrAlreadyWatched) {
 			w.log.Error("watchdog: adopting a window failed; retried at the next sweep",
 				zap.String("session_id", o.SessionID), zap.Int("window", o.Window), zap.String("from", o.Owner), zap.Error(err))
-			w.fleet.retry = append(w.fleet.retry, o)
 		}
+		w.fleet.retry = append(w.fleet.retry, o)
 		return
 	}
 	w.adopted.Add(1)
