@@ -1,6 +1,7 @@
 package watchdog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -185,6 +186,7 @@ type fleet struct {
 	cancel  context.CancelFunc // ends the calls in progress (Close)
 	lastOK  atomic.Int64       // when the last renewal started (timeline, ns)
 	attempt atomic.Int64       // when the last heartbeat ended (timeline, ns); see leaseFirst
+	started atomic.Int64       // when the heartbeat that runs began (timeline, ns)
 	busy    atomic.Bool        // a heartbeat runs: one at a time
 	beat    chan struct{}      // buffered: signalled when a heartbeat ends
 }
@@ -194,11 +196,7 @@ func newFleet(store EventStore, c *config) *fleet {
 	if !ok {
 		return nil
 	}
-	ttl := c.leaseTTL
-	if ttl <= 0 {
-		ttl = DefaultLeaseTTL
-	}
-	ttl = max(ttl, 300*time.Millisecond)
+	ttl := max(cmp.Or(max(c.leaseTTL, 0), DefaultLeaseTTL), 300*time.Millisecond) // 0 or less: the default
 	f := &fleet{store: l, ttl: ttl, adopt: c.adopt, leased: make(chan struct{}), beat: make(chan struct{}, 1)}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	return f
@@ -256,6 +254,7 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 		return // another one runs (see leaseFirst), which leaseFirst waits for
 	}
 	defer f.busy.Store(false)
+	f.started.Store(toNanos(w.now()))
 	ctx, cancel := context.WithTimeout(f.ctx, within)
 	defer cancel()
 	defer func() {
@@ -287,22 +286,25 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 
 // leaseFirst begins each pass. If no heartbeat ended for over a lease (else
 // one ends every 2/3 of it), the process was paused: a heartbeat renews the
-// lease and ends the sessions lost (disownLost) first, a lease at most.
+// lease and ends the sessions lost (disownLost) first, awaited at most ttl/3,
+// and not if one has hung longer: a stuck store delays one pass, by ttl/3.
 func (w *Watchdog) leaseFirst() {
-	var bound <-chan time.Time
-	for f := w.fleet; f != nil && toNanos(w.now())-f.attempt.Load() > int64(f.ttl); {
-		if bound == nil {
-			bound = time.After(f.ttl) // on the real clock, as the store calls' bounds
-			w.wg.Add(1)               // the scheduler's count is held: Close waits for it
-			go func() { defer w.wg.Done(); w.heartbeat(f.ttl / 3) }()
-		}
-		select {
-		case <-f.beat: // maybe an earlier heartbeat's: look again
-		case <-bound:
-			f.attempt.Store(toNanos(w.now())) // not again before a lease's time
-		case <-w.done:
-			return
-		}
+	f := w.fleet
+	if f == nil || toNanos(w.now())-f.attempt.Load() <= int64(f.ttl) ||
+		f.busy.Load() && toNanos(w.now())-f.started.Load() > int64(f.ttl/3) {
+		return
+	}
+	f.attempt.Store(toNanos(w.now())) // not again before a lease's time, answered or not
+	select {
+	case <-f.beat: // an earlier heartbeat's
+	default:
+	}
+	w.wg.Add(1) // the scheduler's count is held: Close waits for it
+	go func() { defer w.wg.Done(); w.heartbeat(f.ttl / 3) }()
+	select {
+	case <-f.beat:
+	case <-time.After(f.ttl / 3): // on the real clock, as the store calls' bounds
+	case <-w.done:
 	}
 }
 

@@ -190,3 +190,41 @@ func TestAPausedOwnerEndsTheSessionsItLostAtOnce(t *testing.T) {
 		require.NoError(t, member.Close(ctx))
 	})
 }
+
+// hangingLeaseStore is a leaseStore whose Heartbeat, once hang is closed,
+// blocks, ignoring its context, until release is closed.
+type hangingLeaseStore struct {
+	*leaseStore
+	hang, release chan struct{}
+}
+
+func (h *hangingLeaseStore) Heartbeat(ctx context.Context, owner string, ttl time.Duration, cps []watchdog.Checkpoint) error {
+	select {
+	case <-h.hang:
+		<-h.release
+	default:
+	}
+	return h.leaseStore.Heartbeat(ctx, owner, ttl, cps)
+}
+
+// A store whose Heartbeat hangs, ignoring its context, never holds the
+// scheduler up: the pass that finds no heartbeat ended for over a lease
+// does not wait for one that has hung longer than its bound, so a verdict
+// due meanwhile fires at its exact instant.
+func TestAHungHeartbeatNeverDelaysAVerdict(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &hangingLeaseStore{leaseStore: newLeaseStore(), hang: make(chan struct{}), release: make(chan struct{})}
+		w := watchdog.New(watchdog.WithStore(store))
+		start := time.Now()
+		s, err := w.Start(ctx, "s", start, watchdog.Policy{WallClock: 20 * time.Second})
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		close(store.hang) // the next heartbeat, at 2 s, hangs
+		<-s.Context().Done()
+		assert.Equal(t, 20*time.Second+time.Nanosecond, time.Since(start), "the verdict fired at its instant")
+		require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
+		close(store.release)
+		require.NoError(t, w.Close(ctx))
+	})
+}

@@ -113,13 +113,7 @@ func New(opts ...Option) *Watchdog {
 		rt.Stop()
 		bs = backstop.New()
 	}
-	if c.log == nil {
-		c.log = zap.NewNop()
-	}
-	uf := &userFaults{log: c.log}
-	if rt == nil {
-		c.clock = &guardedClock{c: c.clock, uf: uf}
-	}
+	uf := c.faults
 	if c.idPrefix != "" && (len(c.idPrefix) > 256 || checkText("event id prefix", c.idPrefix) != nil) {
 		c.log.Error("watchdog: WithEventIDPrefix: the prefix cannot make storable ids; using a random one",
 			zap.String("prefix", quoteShort(c.idPrefix)))
