@@ -185,6 +185,14 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 		failures := s.rare.failed
 		e.Attempt, e.LimitSeconds = failures, backoff.Seconds()
 		w.record(&ef, e)
+		// The retry is the decision's last settle check again, after the backoff: a
+		// rule still stale then acts at once, a fresh observation meanwhile clears it.
+		pre := it.pre
+		if pre.SettleDueAt = now.Add(backoff); it.noRecheck { // a liveness rule of the user's: its next stale report
+			s.rare.liveness[it.v.Rule] = decide.LivenessState{Stale: s.cfg.limits.SettleChecks - 1, DueAt: pre.SettleDueAt}
+		} else {
+			s.setRules(pre)
+		}
 		due := toNanos(now.Add(backoff))
 		w.heap.Push(&s.item, due)
 		w.flushLocked(&ef)

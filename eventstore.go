@@ -415,17 +415,21 @@ func (e Event) Terminal() bool { return e.Kind == KindStop || e.Kind == KindCanc
 // NUL byte; a window below 1; a number that is NaN or infinite; an invalid
 // policy; an Extra key that collides with a field (see Extra) or is not
 // valid UTF-8. Stores call it in Append.
-func (e Event) Validate() error {
+func (e Event) Validate() error { return e.check(true) }
+
+// check is Validate without a copy of e, checking its policy only when
+// withPolicy is set (a store that validated the same policy already).
+func (e *Event) check(withPolicy bool) error {
 	if err := checkName("event_id", e.ID); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
-	if err := e.validate(); err != nil {
+	if err := e.validate(withPolicy); err != nil {
 		return fmt.Errorf("%w: event %s: %w", ErrInvalidEvent, quoteShort(e.ID), err)
 	}
 	return nil
 }
 
-func (e *Event) validate() error {
+func (e *Event) validate(withPolicy bool) error {
 	for _, f := range [...]struct{ name, v string }{{"aggregate_id", e.AggregateID}, {"event_kind", e.Kind}} {
 		if err := checkName(f.name, f.v); err != nil {
 			return err
@@ -463,7 +467,7 @@ func (e *Event) validate() error {
 			return fmt.Errorf("%s is %v", f.name, f.v)
 		}
 	}
-	if e.Policy != nil {
+	if e.Policy != nil && withPolicy {
 		if err := e.Policy.Validate(); err != nil {
 			return err
 		}

@@ -1,7 +1,9 @@
 package watchdog
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -32,8 +34,9 @@ import (
 // policy, or whose absolute rules are all in shadow mode, has no backstop.
 //
 // The backstop compares the recorded deadline with the clock given with
-// WithClock among opts (default: the real clock; Follow ignores the other
-// options), so that clock must agree with the supervisors' to within
+// WithClock among opts (default: the real clock; of the other options only
+// WithLogger counts: it logs the panics recovered from the store, returned
+// as errors, and from the Clock, guarded as in New), so that clock must agree with the supervisors' to within
 // FollowGrace: a follower whose host clock runs ahead by more, or was
 // stepped forward by more, gives the supervisor up early. In tests on a
 // fake clock pass the same clock; on the real clock, a recorded deadline
@@ -56,15 +59,16 @@ func Follow(parent context.Context, store EventStore, sessionID string, opts ...
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: follow %q: the store (%T) does not implement Subscriber", ErrInvalidArgument, sessionID, store)
 	}
+	c := configOf(opts)
 	ctx, cancel := context.WithCancelCause(parent)
 	stop := func() { cancel(context.Canceled) }
-	ch, err := sub.Subscribe(ctx, sessionID)
-	if err != nil {
+	var ch <-chan Event
+	if err := c.faults.call("the store's Subscribe", func() (err error) { ch, err = sub.Subscribe(ctx, sessionID); return err }); err != nil || ch == nil {
 		stop()
-		return nil, nil, fmt.Errorf("watchdog: follow %q: subscribe: %w", sessionID, err)
+		return nil, nil, fmt.Errorf("watchdog: follow %q: subscribe: %w", sessionID, cmp.Or(err, errors.New("a nil channel and no error")))
 	}
-	evs, err := store.Load(ctx, sessionID)
-	if err != nil {
+	var evs []Event
+	if err := c.faults.call("the store's Load", func() (err error) { evs, err = store.Load(ctx, sessionID); return err }); err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("watchdog: follow %q: load: %w", sessionID, err)
 	}
@@ -77,7 +81,7 @@ func Follow(parent context.Context, store EventStore, sessionID string, opts ...
 			cancel(causeOf(e))
 		}
 	}
-	b := &followBackstop{clock: configOf(opts).clock, id: sessionID, window: window, cancel: cancel}
+	b := &followBackstop{clock: c.clock, id: sessionID, window: window, cancel: cancel}
 	if due, ok := windowDeadline(evs, window); ok && ctx.Err() == nil {
 		b.arm(window, due)
 	}

@@ -91,12 +91,10 @@ func recordFields(c *memlog.Codec, e *Event) {
 
 // validate is e.Validate, but for a policy the same as the last one
 // validated, not validated again: a policy's validity is its value's.
-func (m *MemoryStore) validate(e Event) error {
-	if last := m.policy.Load(); e.Policy != nil && last != nil && e.Policy.same(last) {
-		e.Policy = nil
-	}
-	err := e.Validate()
-	if err == nil && e.Policy != nil {
+func (m *MemoryStore) validate(e *Event) error {
+	fresh := e.Policy != nil && (m.policy.Load() == nil || !e.Policy.same(m.policy.Load()))
+	err := e.check(fresh)
+	if err == nil && fresh {
 		p := e.Policy.clone()
 		m.policy.Store(&p)
 	}
@@ -112,7 +110,7 @@ func (m *MemoryStore) Append(ctx context.Context, events ...Event) error {
 		return err
 	}
 	for i := range events {
-		if err := m.validate(events[i]); err != nil {
+		if err := m.validate(&events[i]); err != nil {
 			return err
 		}
 	}

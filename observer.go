@@ -93,11 +93,11 @@ func callHook(uf *userFaults, name string, f func()) {
 
 // onEventHook wraps Observer.OnEvent so that a panic in it is logged, not
 // raised on the recorder goroutine.
-func onEventHook(fn func(Event), uf *userFaults) func(Event) {
+func onEventHook(fn func(Event), uf *userFaults) func(*Event) {
 	if fn == nil {
 		return nil
 	}
-	return func(e Event) { callHook(uf, "OnEvent", func() { fn(e) }) }
+	return func(e *Event) { callHook(uf, "OnEvent", func() { fn(*e) }) }
 }
 
 // userFaults logs and counts the panics recovered from user code

@@ -134,12 +134,12 @@ const ReasonAlreadyDecided = "already_decided"
 // settled is the recorder's Settled hook: a cancel that lost its window's
 // race gets its decision an outcome; an opening's answer goes to its
 // waiter, or a window whose waiter gave up is ended.
-func (w *Watchdog) settled(e Event, err error) {
+func (w *Watchdog) settled(e *Event, err error) {
 	if e.Kind == KindCancel && e.DecidedByDecisionID != "" && errors.Is(err, ErrAlreadyDecided) {
-		lost := e
+		lost := *e
 		lost.ID, lost.Seq, lost.Kind, lost.FiredAt = "", 0, KindSuperseded, time.Time{}
 		lost.Reason, lost.Error = ReasonAlreadyDecided, err.Error()
-		lost.OccurredAt = w.wall(w.now()).UTC()
+		lost.OccurredAt = w.now().Add(w.recOffset()).UTC()
 		lost.ElapsedSeconds = lost.OccurredAt.Sub(lost.WindowStartedAt).Seconds()
 		w.rec.Push(entry{ev: &lost, seq: w.ids.Next()}) // its instants are the wall's already: not shifted again
 		w.rec.Poke()

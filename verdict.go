@@ -36,7 +36,7 @@ type cancellation struct {
 // released; without, it goes to the recorder at once. An event without an
 // ID gets the next one when it is built.
 func (w *Watchdog) record(ef *effects, e Event) {
-	shiftEvent(&e, w.offset.Load())
+	shiftEvent(&e, int64(w.recOffset()))
 	en := entry{ev: &e}
 	if e.ID == "" {
 		en.seq = w.ids.Next()
@@ -166,7 +166,7 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time, ef *effects) {
 // of facts that the recorder goroutine builds into events. Called with w.mu
 // held.
 func (w *Watchdog) fireDefaultLocked(s *Session, sn decide.Snapshot, v decide.Verdict, now time.Time, ef *effects) {
-	s.end = ending{rule: v.Rule, at: toNanos(now), off: w.offset.Load(), elapsed: v.Elapsed, budget: v.Budget, decision: w.ids.Next()}
+	s.end = ending{rule: v.Rule, at: toNanos(now), off: int64(w.recOffset()), elapsed: v.Elapsed, budget: v.Budget, decision: w.ids.Next()}
 	en := entry{fire: s, seq: w.ids.Next(), facts: s.decisionFacts(sn, v, now)}
 	en.facts.nch = uint8(len(sn.Channels))
 	if copy(en.facts.chs[:], sn.Channels) < len(sn.Channels) {
@@ -195,7 +195,10 @@ func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, n
 	if !ve.FiredAt.IsZero() {
 		firedAt = w.onTimeline(ve.FiredAt)
 	}
-	w.record(ef, s.cancelEvent("", ve, s.summary(sn, now), s.childWait(sn, now), now, firedAt))
+	e := s.cancelEvent("", ve, s.summary(sn, now), s.childWait(sn, now), now, firedAt)
+	rec := ve.Recoverable
+	e.Recoverable = &rec
+	w.record(ef, e)
 	ef.cancels = append(ef.cancels, cancellation{s: s, cancel: s.cancel, cause: ve})
 }
 
@@ -336,7 +339,8 @@ func (w *Watchdog) entryEvents(dst []Event, en *entry) []Event {
 	ve := (*firedCause)(s).verdictWithID(decisionID)
 	dec := s.decisionEvent(decisionID, f, ModeAct, summary)
 	cancel := s.cancelEvent(cancelID, &ve, summary, f.childWait, f.now, f.now)
-	shiftEvent(&dec, s.end.off) // and the summary, which cancel shares
+	cancel.Recoverable = dec.Recoverable // shared, as the summary is
+	shiftEvent(&dec, s.end.off)          // and the summary, which cancel shares
 	cancel.EvidenceSummary = nil
 	shiftEvent(&cancel, s.end.off)
 	cancel.EvidenceSummary = summary
@@ -452,14 +456,14 @@ func (s *Session) decisionEvent(id string, f *decisionFacts, mode Mode, summary 
 }
 
 // cancelEvent builds the cancel event, with id, of verdict ve, recorded at
-// now for a decision taken at firedAt (both on the timeline). Like event it
-// may run on the recorder goroutine.
+// now for a decision taken at firedAt (both on the timeline), but for its
+// Recoverable, which the caller sets. Like event it may run on the
+// recorder goroutine.
 func (s *Session) cancelEvent(id string, ve *VerdictError, summary []EvidenceEntry, childWait time.Duration, now, firedAt time.Time) Event {
 	e := s.event(KindCancel, now)
 	e.ID = id
 	e.Reason, e.FiredAt = ve.reason, firedAt.UTC()
 	e.Rule, e.DecidedByDecisionID = ve.Rule, ve.DecisionID
-	e.Recoverable = &ve.Recoverable
 	e.MeasureSeconds, e.LimitSeconds = ve.Elapsed.Seconds(), ve.Budget.Seconds()
 	e.EvidenceSummary = summary
 	e.ChildrenWaitSeconds = childWait.Seconds()
@@ -490,6 +494,6 @@ func classifyAppendError(err error) record.Outcome {
 }
 
 // eventName names e in logs and errors.
-func eventName(e Event) string {
+func eventName(e *Event) string {
 	return fmt.Sprintf("%s session %q window %d (event %s)", e.Kind, e.AggregateID, e.Window, e.ID)
 }

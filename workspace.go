@@ -20,19 +20,20 @@ var defaultWorkspaceIgnore = []string{".git"}
 // trailing slash allowed, for example ".git/" or "*.tmp"; none given means
 // ".git"). It needs no UI and stops when the session's window
 // ends. The Watchdog shares one fsnotify watcher among all sessions.
-// Declare the workspace in the Policy (Policy.Workspace) instead to have
+// Declare the workspace in the Policy (Policy.WorkspaceRoot) instead to have
 // Start watch it and record it: a session then never runs without it.
 //
-// Git activity counts as work: when root/.git is a directory and the
-// patterns ignore ".git" (the default), the top level of .git is watched
-// anyway, without its subdirectories (objects/, refs/, logs/, whose writes
-// would be a storm of events on a fetch or a gc). Every git operation that
-// changes work writes an entry there: a commit COMMIT_EDITMSG and
-// index.lock, add, checkout, reset, merge and stash the index (through
-// index.lock), checkout and rebase HEAD (and rebase-merge/), rebase,
-// merge and reset ORIG_HEAD, fetch FETCH_HEAD; so git work is a handful of
-// events per operation. A .git file (a worktree, a submodule) is not
-// followed.
+// Git work counts: with ".git" ignored (the default), every
+// repository in the workspace (root's, a nested one, one that git init or
+// git clone creates during the session) still has its top level, its
+// objects/ and each directory in objects/ (the fan-out directories of
+// loose objects, pack/) watched, without refs/ and logs/. So a commit, add,
+// checkout, rebase, merge, reset or fetch counts by the files it writes at
+// the top (index.lock, COMMIT_EDITMSG, HEAD, ORIG_HEAD, FETCH_HEAD), and a
+// long step that writes only objects (a first add of many files, a clone,
+// a fetch, a gc) by each object and pack file it writes; a fetch's
+// thousands of refs are no event each. A .git file (a worktree, a
+// submodule) is not followed.
 //
 // It returns an error wrapping ErrInvalidArgument for an empty root, a root
 // that is not a directory, or a bad pattern; the window's end cause if the
@@ -51,12 +52,6 @@ func (s *Session) WatchWorkspace(root string, ignore ...string) error {
 	pats, err := ignorePatterns(ignore)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-	}
-	var flat []string
-	if gitIgnored(pats) {
-		if fi, err := os.Stat(filepath.Join(abs, ".git")); err == nil && fi.IsDir() {
-			flat = append(flat, filepath.Join(abs, ".git"))
-		}
 	}
 	w := s.w
 	m, hook, err := w.workspaceMonitor()
@@ -77,7 +72,7 @@ func (s *Session) WatchWorkspace(root string, ignore ...string) error {
 	w.wg.Add(1) // the AfterFunc below; Close waits for it
 	w.mu.Unlock()
 
-	stop, err := m.Watch(abs, pats, flat, func(path string) {
+	stop, err := m.Watch(abs, pats, func(path string) {
 		s.Touch(ChannelWorkspace)
 		if hook != nil {
 			hook(s, path)
@@ -110,16 +105,6 @@ func (w *Watchdog) workspaceMonitor() (*workspace.Monitor, func(*Session, string
 		w.ws = m
 	}
 	return w.ws, w.wsHook, nil
-}
-
-// gitIgnored reports whether the patterns ignore a .git directory.
-func gitIgnored(pats []string) bool {
-	for _, p := range pats {
-		if ok, _ := filepath.Match(p, ".git"); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // ignorePatterns checks WatchWorkspace's ignore patterns and returns them

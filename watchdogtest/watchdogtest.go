@@ -19,7 +19,10 @@ import (
 	"github.com/sessionwatchdog/watchdog"
 )
 
-// Advance moves mock forward by d. It stops at every instant within d at
+// Advance moves mock forward by d. It first calls Check on each of ws at
+// the mock's current instant, so that the actions and records of calls made
+// before it (a liveness rule's action decided by ReportLiveness, say) run
+// and are recorded at that instant. Then it stops at every instant within d at
 // which one of ws has a verdict due, and calls Check on each of ws there and
 // at the end. When it returns nil, every verdict due at or before the
 // mock's new now has been decided, applied and recorded (or queued for retry
@@ -31,6 +34,12 @@ import (
 func Advance(ctx context.Context, mock *clock.Mock, d time.Duration, ws ...*watchdog.Watchdog) error {
 	if d < 0 {
 		return fmt.Errorf("watchdogtest: negative duration %v", d)
+	}
+	// Settle where the clock is first: what calls made before Advance
+	// queued (an action a ReportLiveness decided, a record) runs and is
+	// recorded at their instant, before the clock moves on.
+	if err := checkAll(ctx, ws); err != nil {
+		return err
 	}
 	target := mock.Now().Add(d)
 	for {

@@ -9,7 +9,9 @@
 //   - its stdout goes through s.Writer(watchdog.ChannelStdout, ...): every
 //     write is evidence on the baseline channel; its stderr has a channel
 //     of its own, "stderr" (declared in the policy), so the log tells
-//     talk from complaints;
+//     talk from complaints, and goes through lines.Writer: a line that
+//     repeats one of the last few (a wedged agent's heartbeat) is not
+//     evidence;
 //   - its workspace (a temporary directory) is declared in the policy
 //     (Policy.WorkspaceRoot), so Start watches it and the start record says
 //     so: every file change is evidence on the workspace channel;
@@ -67,6 +69,7 @@ import (
 	"time"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/lines"
 	"github.com/sessionwatchdog/watchdog/stores/file"
 )
 
@@ -147,9 +150,9 @@ func orchestrate(ctx context.Context, out io.Writer, logPath string) error {
 		pr, pw := io.Pipe()
 		// Every write on the agent's stdout is evidence on the baseline
 		// channel, and feeds the tool-call protocol; its stderr is
-		// evidence on a channel of its own.
+		// evidence on a channel of its own, where a repeated line is not.
 		cmd.Stdout = s.Writer(watchdog.ChannelStdout, pw)
-		cmd.Stderr = s.Writer(stderrCh, os.Stderr)
+		cmd.Stderr = lines.Writer(s, stderrCh, os.Stderr)
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			return err

@@ -39,7 +39,7 @@ func BenchmarkPushAndDrain(b *testing.B) {
 		Expand:   func(dst []ev, t *item) []ev { return append(dst, t.evs...) },
 		Lane:     func(t *item) string { return t.evs[0].lane },
 		Classify: func(error) Outcome { return Retry },
-		Name:     func(e ev) string { return e.id },
+		Name:     func(e *ev) string { return e.id },
 		Clock:    clock.NewMock(),
 	})
 	items := make([]item, 64)

@@ -64,16 +64,16 @@ type Config[T, E any] struct {
 	// Classify sorts a failed append's error.
 	Classify func(err error) Outcome
 	// Name names an event in logs and in Close's error.
-	Name func(e E) string
+	Name func(e *E) string
 	// Panicked is called once per panic recovered from the store
 	// (optional).
 	Panicked func()
 	// Settled is called for each event that leaves the queue: with nil
 	// once recorded (after Recorded), or with the error that refused it
 	// for good (optional).
-	Settled func(e E, err error)
+	Settled func(e *E, err error)
 	// Recorded is called after each event the store recorded (optional).
-	Recorded func(e E)
+	Recorded func(e *E)
 	// Yield, between two batches, reports that the recorder should give
 	// up its P once, so that a goroutine waiting for one (the scheduler,
 	// whose timer is overdue) runs first (optional).
@@ -105,9 +105,11 @@ const maxAbandoned = 16
 var ErrAppendTimeout = errors.New("store Append did not return in time")
 
 // slot is a queued item and how many of its events are recorded. Slots
-// live on the heap, so that a lane's slots can be chained: Pending reads a
-// lane's items without scanning the queue (its cost does not grow with the
-// backlog of other lanes).
+// live on the heap, so that a lane's slots can be chained: with a backlog
+// of indexAt items or more, Pending indexes the queue by lane once, and
+// reads a lane's items without scanning it again (its cost does not grow
+// with the backlog of other lanes). Without a backlog, or until Pending
+// asks, no push pays for the index.
 type slot[T any] struct {
 	v     T
 	done  int
@@ -187,11 +189,11 @@ type call[E any] struct {
 	lanes  []string
 	slots  []int
 	errs   []error
-	one    []E // Append's argument
 }
 
+// reset empties c for the next batch. The events are overwritten, not
+// cleared: drain clears them once it has no more batches to take.
 func (c *call[E]) reset() {
-	clear(c.events)
 	c.events, c.lanes, c.slots, c.errs = c.events[:0], c.lanes[:0], c.slots[:0], c.errs[:0]
 }
 
@@ -299,9 +301,19 @@ func (r *Recorder[T, E]) pushLocked(v T, b *box[T]) {
 	}
 	s.v, s.box = v, b
 	r.q.push(s)
-	if r.chains == nil {
-		r.chains = make(map[string]*chain[T])
+	if r.chains != nil {
+		r.chainLocked(s)
 	}
+}
+
+// indexAt is the backlog from which Pending indexes the queue by lane
+// rather than scanning it: below it a scan is cheap, and a push pays no
+// index. The index lasts until the queue is empty.
+const indexAt = 4096
+
+// chainLocked appends s to its lane's chain, in the index. Called with r.mu
+// held.
+func (r *Recorder[T, E]) chainLocked(s *slot[T]) {
 	id := r.c.Lane(&s.v)
 	c := r.chains[id]
 	if c == nil {
@@ -392,6 +404,22 @@ func (r *Recorder[T, E]) Pending(lane string) []E {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []E
+	if r.chains == nil {
+		if r.q.end-r.q.head < indexAt {
+			for i := r.q.head; i < r.q.end; i++ {
+				if s := *r.q.at(i); r.c.Lane(&s.v) == lane {
+					n := len(out)
+					out = r.c.Expand(out, s.item())
+					out = append(out[:n], out[n+s.done:]...)
+				}
+			}
+			return out
+		}
+		r.chains = make(map[string]*chain[T])
+		for i := r.q.head; i < r.q.end; i++ {
+			r.chainLocked(*r.q.at(i))
+		}
+	}
 	c := r.chains[lane]
 	if c == nil {
 		return nil
@@ -473,7 +501,9 @@ func (r *Recorder[T, E]) drain() {
 			n := len(c.events)
 			c.events = r.c.Expand(c.events, &s.v)
 			r.totals = append(r.totals, len(c.events)-n)
-			c.events = append(c.events[:n], c.events[n+s.done:]...)
+			if s.done > 0 {
+				c.events = append(c.events[:n], c.events[n+s.done:]...)
+			}
 			for range len(c.events) - n {
 				c.lanes, c.slots = append(c.lanes, id), append(c.slots, k)
 			}
@@ -488,7 +518,7 @@ func (r *Recorder[T, E]) drain() {
 				if failed[id] || len(r.lanes) > 0 && !r.ready(id, now) {
 					continue // an earlier event of its lane failed: keep the order
 				}
-				if !r.outcome(id, c.events[i], c.errs[i], false) {
+				if !r.outcome(id, &c.events[i], c.errs[i], false) {
 					if failed == nil {
 						failed = make(map[string]bool)
 					}
@@ -543,9 +573,11 @@ func (r *Recorder[T, E]) drain() {
 			runtime.Gosched()
 		}
 	}
+	clear(r.call.events[:cap(r.call.events)]) // what the batches held, for the collector
+	clear(r.call.errs[:cap(r.call.errs)])
 	r.mu.Lock()
 	r.q.compact()
-	if r.chained == 0 && len(r.chains) > 1024 { // a burst is over: free its map
+	if r.chained == 0 { // nothing queued: no index until Pending needs one
 		r.chains = nil
 	}
 	retake := r.retake
@@ -560,7 +592,7 @@ func (r *Recorder[T, E]) drain() {
 // outcome sorts the result of appending e, of lane lid: it reports
 // whether e left the queue (recorded, or refused for good). On a transient
 // failure e's lane backs off. final is set for Close's last attempts.
-func (r *Recorder[T, E]) outcome(lid string, e E, err error, final bool) bool {
+func (r *Recorder[T, E]) outcome(lid string, e *E, err error, final bool) bool {
 	if err == nil {
 		if r.c.Recorded != nil {
 			r.c.Recorded(e)
@@ -656,10 +688,6 @@ func (r *Recorder[T, E]) store(c *call[E]) {
 		i = len(c.events)
 		return
 	}
-	if c.one == nil {
-		c.one = make([]E, 1)
-	}
-	defer clear(c.one)
 	failed := false
 	for ; i < len(c.events); i++ {
 		for j := 0; failed && j < i; j++ {
@@ -676,8 +704,7 @@ func (r *Recorder[T, E]) store(c *call[E]) {
 			c.errs[i] = c.errs[i-1]
 		}
 		if c.errs[i] == nil {
-			c.one[0] = c.events[i]
-			c.errs[i] = r.c.Append(r.ctx, c.one)
+			c.errs[i] = r.c.Append(r.ctx, c.events[i:i+1:i+1])
 			failed = failed || c.errs[i] != nil && r.c.Classify(c.errs[i]) == Retry
 		}
 	}
@@ -688,7 +715,7 @@ func (r *Recorder[T, E]) store(c *call[E]) {
 func (r *Recorder[T, E]) attempt(lid string, e E) bool {
 	c := &call[E]{events: []E{e}, lanes: []string{lid}}
 	r.appendCall(c, true)
-	return r.outcome(lid, e, c.errs[0], true)
+	return r.outcome(lid, &c.events[0], c.errs[0], true)
 }
 
 // backOffLocked records a failed append of lane id's head at now: the lane
@@ -869,7 +896,7 @@ func (r *Recorder[T, E]) Close(ctx context.Context, notRecorded error) error {
 		if ok {
 			continue
 		}
-		lost = append(lost, r.c.Name(pend[i].e))
+		lost = append(lost, r.c.Name(&pend[i].e))
 		if lastErr != nil {
 			continue
 		}

@@ -67,7 +67,7 @@ func newTestRecorder(st *orderStore, mock *clock.Mock) *Recorder[item, ev] {
 			}
 			return Retry
 		},
-		Name:     func(e ev) string { return e.id },
+		Name:     func(e *ev) string { return e.id },
 		Clock:    mock,
 		Log:      zap.NewNop(),
 		RetryMin: 100 * time.Millisecond,
@@ -314,4 +314,38 @@ func TestPendingStaysExactWhileOtherLanesDrainAroundABackingOffLane(t *testing.T
 	r.drain()
 	require.Empty(t, r.Pending("a"))
 	require.Equal(t, 0, r.Len())
+}
+
+// Pending scans a short queue and indexes a long one (indexAt): both read
+// the same events, in order, also for items pushed after the index was
+// built, and once the queue is empty no push pays for an index until
+// Pending asks again.
+func TestPendingReadsTheSameWithAndWithoutItsIndex(t *testing.T) {
+	for _, backlog := range []int{10, indexAt + 10} {
+		t.Run(fmt.Sprint(backlog), func(t *testing.T) {
+			mock := clock.NewMock()
+			st := &orderStore{fail: map[string]int{"A1": 1}}
+			r := newTestRecorder(st, mock)
+			r.Push(one("A1", "a"))
+			for i := range backlog {
+				r.Push(one(fmt.Sprint("X", i), fmt.Sprint("x", i%7)))
+			}
+			require.Equal(t, []ev{{"A1", "a"}}, r.Pending("a"))
+			require.Equal(t, backlog >= indexAt, r.chains != nil, "indexed only for a backlog")
+			r.Push(one("A2", "a"))
+			require.Equal(t, []ev{{"A1", "a"}, {"A2", "a"}}, r.Pending("a"))
+			require.Len(t, r.Pending("x3"), (backlog+3)/7)
+
+			r.drain() // A1 fails: a backs off, the rest is recorded
+			require.Equal(t, []ev{{"A1", "a"}, {"A2", "a"}}, r.Pending("a"))
+			require.Empty(t, r.Pending("x3"))
+			mock.Add(time.Hour)
+			r.drain()
+			require.Zero(t, r.Len())
+			require.Nil(t, r.chains, "no index once the queue is empty")
+			r.Push(one("A3", "a"))
+			require.Nil(t, r.chains, "a push pays no index")
+			require.Equal(t, []ev{{"A3", "a"}}, r.Pending("a"))
+		})
+	}
 }

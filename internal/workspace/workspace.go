@@ -28,10 +28,29 @@ type Monitor struct {
 type watch struct {
 	root    string
 	ignore  []string
-	flat    map[string]bool // directories watched without their subdirectories, every change in them counted
 	changed func(path string)
-	dirs    map[string]struct{} // guarded by the monitor's mu
+	dirs    map[string]role // guarded by the monitor's mu, set with the directory's registration
 }
+
+// role is what a watched directory is to a watch: which of its changes
+// count, and which new subdirectories are watched in turn.
+type role uint8
+
+const (
+	// tree: a workspace directory. Changes count unless ignored; new
+	// subdirectories are watched as trees, a new .git the patterns ignore
+	// as a repository.
+	tree role = iota
+	// repo: a repository's .git. Every change counts; a new objects/ is
+	// watched as the object store.
+	repo
+	// objects: a repository's object store. Every change counts; each new
+	// subdirectory (a fan-out directory of loose objects, pack/) is watched
+	// as flat.
+	objects
+	// flat: every change counts; subdirectories are not watched.
+	flat
+)
 
 // New starts a Monitor and its goroutine, which ends at Close.
 func New(log *zap.Logger) (*Monitor, error) {
@@ -44,26 +63,26 @@ func New(log *zap.Logger) (*Monitor, error) {
 	return m, nil
 }
 
-// Watch calls changed with the path, on the Monitor's goroutine, after each change under
-// root (an absolute directory), recursively and new directories included,
-// except under ignored paths: a path is ignored when one of its elements
-// relative to root matches a pattern of ignore (filepath.Match syntax,
-// checked by the caller). Each directory of flat (absolute, typically an
-// ignored .git) is watched too, without its subdirectories, and every
-// change of its own entries counts, ignored or not. The returned func ends
+// Watch calls changed with the path, on the Monitor's goroutine, after each
+// change under root (an absolute directory), recursively and new
+// directories included, except under ignored paths: a path is ignored when
+// one of its elements relative to root matches a pattern of ignore
+// (filepath.Match syntax, checked by the caller). The returned func ends
 // the watch.
-func (m *Monitor) Watch(root string, ignore, flat []string, changed func(path string)) (stop func(), err error) {
-	ww := &watch{root: root, ignore: ignore, changed: changed, dirs: make(map[string]struct{}), flat: make(map[string]bool, len(flat))}
+//
+// Git work counts even when ignore ignores ".git": a directory named .git
+// that the patterns ignore, in a directory that is watched (at any depth,
+// there at Watch time or created later by git init or git clone), is a
+// repository's, and its top level, its objects/ and each directory in
+// objects/ (the fan-out directories of loose objects, pack/) are watched
+// without their other subdirectories (refs/, logs/), every change of their
+// entries counted. A .git file (a worktree's, a submodule's) is not
+// followed.
+func (m *Monitor) Watch(root string, ignore []string, changed func(path string)) (stop func(), err error) {
+	ww := &watch{root: root, ignore: ignore, changed: changed, dirs: make(map[string]role)}
 	if err := m.addTree(ww, root); err != nil {
 		m.remove(ww)
 		return nil, err
-	}
-	for _, dir := range flat {
-		if err := m.add(ww, dir); err != nil {
-			m.remove(ww)
-			return nil, err
-		}
-		ww.flat[dir] = true
 	}
 	return func() { m.remove(ww) }, nil
 }
@@ -92,11 +111,19 @@ func (m *Monitor) run() {
 	}
 }
 
+// interest is a watch interested in an event, and what the event's
+// directory is to it.
+type interest struct {
+	ww   *watch
+	role role
+}
+
 func (m *Monitor) handle(ev fsnotify.Event) {
+	dir := filepath.Dir(ev.Name)
 	m.mu.Lock()
-	var interested []*watch
-	for ww := range m.dirs[filepath.Dir(ev.Name)] {
-		interested = append(interested, ww)
+	var interested []interest
+	for ww := range m.dirs[dir] {
+		interested = append(interested, interest{ww, ww.dirs[dir]})
 	}
 	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
 		for ww := range m.dirs[ev.Name] { // a watched directory went away
@@ -105,24 +132,48 @@ func (m *Monitor) handle(ev fsnotify.Event) {
 		delete(m.dirs, ev.Name)
 	}
 	m.mu.Unlock()
-	for _, ww := range interested {
-		if ww.flat[filepath.Dir(ev.Name)] {
-			ww.changed(ev.Name)
-			continue
+	for _, in := range interested {
+		if m.follow(in, ev) {
+			in.ww.changed(ev.Name)
 		}
+	}
+}
+
+// follow reports whether ev counts for in.ww, once it has watched the
+// directory ev created, if it is one to watch.
+func (m *Monitor) follow(in interest, ev fsnotify.Event) bool {
+	ww := in.ww
+	var add func(*watch, string) error
+	switch in.role {
+	case tree:
 		rel, err := filepath.Rel(ww.root, ev.Name)
-		if err != nil || ww.ignored(rel) {
-			continue
+		if err != nil {
+			return false
 		}
-		if ev.Has(fsnotify.Create) {
-			if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
-				if err := m.addTree(ww, ev.Name); err != nil {
-					m.log.Warn("watchdog: workspace monitor: new directory", zap.String("path", ev.Name), zap.Error(err))
-				}
+		add = m.addTree
+		if ww.ignored(rel) {
+			// The directory is not ignored, so the event's own name is: a
+			// .git appearing (git init, git clone) is a repository's.
+			if filepath.Base(ev.Name) != ".git" {
+				return false
+			}
+			add = m.addRepo
+		}
+	case repo:
+		if filepath.Base(ev.Name) == "objects" {
+			add = m.addObjects
+		}
+	case objects:
+		add = m.addFlat
+	}
+	if add != nil && ev.Has(fsnotify.Create) {
+		if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
+			if err := add(ww, ev.Name); err != nil {
+				m.log.Warn("watchdog: workspace monitor: new directory", zap.String("path", ev.Name), zap.Error(err))
 			}
 		}
-		ww.changed(ev.Name)
 	}
+	return true
 }
 
 func (ww *watch) ignored(rel string) bool {
@@ -136,7 +187,8 @@ func (ww *watch) ignored(rel string) bool {
 	return false
 }
 
-// addTree watches dir and every directory below it that is not ignored.
+// addTree watches dir and every directory below it that is not ignored,
+// and every repository (a .git the patterns ignore) among them.
 func (m *Monitor) addTree(ww *watch, dir string) error {
 	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -149,17 +201,56 @@ func (m *Monitor) addTree(ww *watch, dir string) error {
 			return nil
 		}
 		if rel, _ := filepath.Rel(ww.root, path); rel != "." && ww.ignored(rel) {
+			if d.Name() == ".git" {
+				_ = m.addRepo(ww, path) // like a subdirectory, skipped if it cannot be watched
+			}
 			return filepath.SkipDir
 		}
-		if err := m.add(ww, path); err != nil && path == dir && dir == ww.root {
+		if err := m.add(ww, path, tree); err != nil && path == dir && dir == ww.root {
 			return err
 		}
 		return nil
 	})
 }
 
-// add watches the directory path for ww.
-func (m *Monitor) add(ww *watch, path string) error {
+// addRepo watches the repository directory git: its top level and its
+// object store.
+func (m *Monitor) addRepo(ww *watch, git string) error {
+	if err := m.add(ww, git, repo); err != nil {
+		return err
+	}
+	return m.addObjects(ww, filepath.Join(git, "objects"))
+}
+
+// addObjects watches a repository's object store, if it is there yet, and
+// each directory in it.
+func (m *Monitor) addObjects(ww *watch, dir string) error {
+	if err := m.add(ww, dir, objects); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // git init has not made it yet: its creation is an event in .git
+		}
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			if err := m.addFlat(ww, filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// addFlat watches dir, a directory in an object store.
+func (m *Monitor) addFlat(ww *watch, dir string) error { return m.add(ww, dir, flat) }
+
+// add watches the directory path for ww, in role r. The role is set under
+// the lock, with the registration that lets the Monitor's goroutine see it.
+func (m *Monitor) add(ww *watch, path string, r role) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.dirs[path]; !ok {
@@ -169,24 +260,28 @@ func (m *Monitor) add(ww *watch, path string) error {
 		m.dirs[path] = make(map[*watch]struct{})
 	}
 	m.dirs[path][ww] = struct{}{}
-	ww.dirs[path] = struct{}{}
+	ww.dirs[path] = r
 	return nil
 }
 
 // remove drops ww's interest in its directories, unwatching those nobody
 // else watches.
 func (m *Monitor) remove(ww *watch) {
+	var failed []zap.Field // logged once the lock is released
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	for dir := range ww.dirs {
 		set := m.dirs[dir]
 		delete(set, ww)
 		if len(set) == 0 {
 			delete(m.dirs, dir)
-			if err := m.fsw.Remove(dir); err != nil && !errors.Is(err, fsnotify.ErrNonExistentWatch) && !errors.Is(err, fsnotify.ErrClosed) {
-				m.log.Debug("watchdog: workspace monitor: unwatch", zap.String("path", dir), zap.Error(err))
+			if err := m.fsw.Remove(dir); err != nil && !errors.Is(err, fsnotify.ErrNonExistentWatch) && !errors.Is(err, fsnotify.ErrClosed) && len(failed) < 2*8 {
+				failed = append(failed, zap.String("path", dir), zap.Error(err))
 			}
 		}
 	}
 	clear(ww.dirs)
+	m.mu.Unlock()
+	for i := 0; i < len(failed); i += 2 {
+		m.log.Debug("watchdog: workspace monitor: unwatch", failed[i:i+2]...)
+	}
 }
