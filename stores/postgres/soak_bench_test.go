@@ -27,7 +27,8 @@ import (
 // sets it), the events whose append failed with a deadlock (40P01) and all
 // whose append failed for a reason the recorder retries, the heartbeats
 // that failed (Stats.LeaseFailures) or deadlocked, and the slowest
-// heartbeat. Half the sessions go idle (an idle
+// heartbeat and the slowest read of the database's clock (Store.Now, which
+// the Watchdog calls after each heartbeat). Half the sessions go idle (an idle
 // window of 1 s, three settle checks 500 ms apart) and half report work on
 // stdout every 300 ms under a wall-clock budget of 3 to 8 s; each session
 // is resumed as soon as its window ends. "per-event" hides AppendEach (one
@@ -112,6 +113,7 @@ func BenchmarkSoakRecorderLag(b *testing.B) {
 				b.ReportMetric(float64(st.LeaseFailures), "heartbeat-failures")
 				b.ReportMetric(float64(counted.heartbeatDeadlocks.Load()), "heartbeat-deadlocks")
 				b.ReportMetric(float64(counted.slowestHeartbeat.Load())/float64(time.Millisecond), "heartbeat-max-ms")
+				b.ReportMetric(float64(counted.slowestNow.Load())/float64(time.Millisecond), "now-max-ms")
 			}
 		})
 	}
@@ -125,6 +127,23 @@ type countingStore struct {
 	retried, deadlocked atomic.Int64
 	heartbeatDeadlocks  atomic.Int64
 	slowestHeartbeat    atomic.Int64 // nanoseconds
+	slowestNow          atomic.Int64 // nanoseconds: Now, which a Watchdog calls after each heartbeat
+}
+
+func keepMax(m *atomic.Int64, d int64) {
+	for {
+		old := m.Load()
+		if d <= old || m.CompareAndSwap(old, d) {
+			return
+		}
+	}
+}
+
+func (c *countingStore) Now(ctx context.Context) (time.Time, error) {
+	start := time.Now()
+	now, err := c.Store.Now(ctx)
+	keepMax(&c.slowestNow, int64(time.Since(start)))
+	return now, err
 }
 
 func isDeadlock(err error) bool {
@@ -155,12 +174,8 @@ func (c *countingStore) Heartbeat(ctx context.Context, owner string, ttl time.Du
 	if isDeadlock(err) {
 		c.heartbeatDeadlocks.Add(1)
 	}
-	for {
-		old := c.slowestHeartbeat.Load()
-		if d <= old || c.slowestHeartbeat.CompareAndSwap(old, d) {
-			return err
-		}
-	}
+	keepMax(&c.slowestHeartbeat, d)
+	return err
 }
 
 // loggedDeadlocks counts the "deadlock detected" lines of the server log
