@@ -256,7 +256,9 @@ func TestHeartbeatsAndAppendsDoNotDeadlock(t *testing.T) {
 
 // A heartbeat does not wait for a connection of the pool: under load every
 // one of them is busy with appends and loads (here the pool's only one is
-// held), and the heartbeat runs on the Store's lease connection.
+// held), and the heartbeat runs on the Store's lease connection; so do the
+// reads a Watchdog makes after it (the database's clock, the windows it
+// still holds).
 func TestAHeartbeatDoesNotWaitForTheBusyPool(t *testing.T) {
 	ctx := context.Background()
 	testPool(t) // skips without a server
@@ -274,6 +276,12 @@ func TestAHeartbeatDoesNotWaitForTheBusyPool(t *testing.T) {
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	require.NoError(t, s.Heartbeat(hctx, "a", time.Minute, nil), "the heartbeat waited for the pool's only connection, which an append holds")
+	now, err := s.Now(hctx)
+	require.NoError(t, err, "the clock's read waited for the pool")
+	assert.False(t, now.IsZero())
+	held, err := s.Held(hctx, "a")
+	require.NoError(t, err, "Held waited for the pool")
+	assert.Empty(t, held)
 	var alive bool
 	require.NoError(t, busy.QueryRow(ctx, `SELECT expires_at > now() FROM `+s.n.leases+` WHERE owner = 'a'`).Scan(&alive))
 	assert.True(t, alive)
