@@ -186,7 +186,7 @@ type fleet struct {
 	cancel  context.CancelFunc // ends the calls in progress (Close)
 	lastOK  atomic.Int64       // when the last renewal started (timeline, ns)
 	attempt atomic.Int64       // when the last heartbeat ended (timeline, ns); see leaseFirst
-	started atomic.Int64       // when the heartbeat that runs began (timeline, ns)
+	started atomic.Int64       // when the heartbeat that runs began, in real time since w.epoch, as the store calls' bounds
 	busy    atomic.Bool        // a heartbeat runs: one at a time
 	beat    chan struct{}      // buffered: signalled when a heartbeat ends
 }
@@ -254,7 +254,7 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 		return // another one runs (see leaseFirst), which leaseFirst waits for
 	}
 	defer f.busy.Store(false)
-	f.started.Store(toNanos(w.now()))
+	f.started.Store(int64(time.Since(w.epoch)))
 	ctx, cancel := context.WithTimeout(f.ctx, within)
 	defer cancel()
 	defer func() {
@@ -291,7 +291,7 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 func (w *Watchdog) leaseFirst() {
 	f := w.fleet
 	if f == nil || toNanos(w.now())-f.attempt.Load() <= int64(f.ttl) ||
-		f.busy.Load() && toNanos(w.now())-f.started.Load() > int64(f.ttl/3) {
+		f.busy.Load() && int64(time.Since(w.epoch))-f.started.Load() > int64(f.ttl/3) {
 		return
 	}
 	f.attempt.Store(toNanos(w.now())) // not again before a lease's time, answered or not
