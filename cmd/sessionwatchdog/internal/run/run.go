@@ -221,11 +221,7 @@ func (r *runner) openStore(ctx context.Context) (watchdog.EventStore, string, fu
 func (r *runner) open(ctx context.Context, w *watchdog.Watchdog) (*watchdog.Session, string, error) {
 	s, err := w.Resume(ctx, r.o.session, r.o.policy)
 	if err == nil {
-		how := "resumed"
-		if s.WindowStartedAt().Before(time.Now().Add(-time.Second)) {
-			how = fmt.Sprintf("resumed: its budget counts from %s", s.WindowStartedAt().Format(time.RFC3339))
-		}
-		return s, how, nil
+		return s, fmt.Sprintf("resumed: its budget counts from %s", s.WindowStartedAt().Format(time.RFC3339Nano)), nil
 	}
 	if !errors.Is(err, watchdog.ErrUnknownSession) {
 		return nil, "", err
