@@ -21,7 +21,7 @@ import (
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/eventlog"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/inspect"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/pgsource"
-	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/run"
+	runcmd "github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/run"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/verify"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/whatif"
 	"github.com/sessionwatchdog/watchdog/stores/postgres"
@@ -204,11 +204,11 @@ Examples:
 // The run command is the exception: its command's output passes through
 // unchanged (see run.Main), and so does its help.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if run.IsGuard() { // this process is the guard between "run" and its command
-		return run.GuardMain(args)
+	if runcmd.IsGuard() { // this process is the guard between "run" and its command
+		return runcmd.GuardMain(args)
 	}
 	if len(args) > 0 && args[0] == "run" {
-		return run.Main(args[1:], stdin, stdout, stderr)
+		return runcmd.Main(args[1:], stdin, stdout, stderr)
 	}
 	out, errOut := termsafe.NewWriter(stdout), termsafe.NewWriter(stderr)
 	code := dispatch(args, stdin, out, errOut)
@@ -245,7 +245,7 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return runWhatIf([]string{"--help"}, stdin, stdout, stderr)
 		}
 		if len(rest) > 0 && rest[0] == "run" {
-			return run.Main([]string{"--help"}, stdin, stdout, stderr)
+			return runcmd.Main([]string{"--help"}, stdin, stdout, stderr)
 		}
 		if len(rest) > 0 {
 			fmt.Fprintf(stderr, "sessionwatchdog help: unknown command %q\n", rest[0])

@@ -41,7 +41,8 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	replayBin = filepath.Join(dir, "replay")
-	build := exec.Command("go", "build", "-o", replayBin, "./testdata/replay")
+	build := exec.Command("go", "build", "-o", replayBin, "./testdata/replay") //watchdog:unbounded go test's -timeout bounds the test binary
+
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build the replayer:", err)
@@ -54,7 +55,7 @@ func TestMain(m *testing.M) {
 
 // wrapper is "sessionwatchdog run ARGS..." as a process of its own, in dir.
 func wrapper(dir string, args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := exec.Command(os.Args[0], args...) //watchdog:unbounded runWrapper kills it after a minute; the signal tests wait for it with bounds
 	// A binary built with -race sleeps 1 s at exit by default
 	// (atexit_sleep_ms): the wrapper and its guard must not.
 	cmd.Env = append(os.Environ(), asCommandEnv+"=1", "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
