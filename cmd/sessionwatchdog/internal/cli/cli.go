@@ -65,11 +65,13 @@ An event log is JSON Lines: one event per line, as the watchdog file store
 writes it. "-" reads standard input. With --dsn, the log is read from the
 PostgreSQL table of the stores/postgres event store instead (read-only).
 
-Exit codes (run has its own: sessionwatchdog help run):
+Exit codes:
   0  success
   1  a recorded verdict does not check out (mismatch)
   2  usage error, or an input that cannot be read (missing file, corrupt line,
      unreachable database, missing table, corrupt row)
+  run exits with its command's code, or with one of its own that says why it
+  stopped the command (sessionwatchdog help run)
 
 Examples:
   sessionwatchdog inspect events.jsonl

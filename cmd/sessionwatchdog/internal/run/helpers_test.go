@@ -42,7 +42,6 @@ func TestMain(m *testing.M) {
 	}
 	replayBin = filepath.Join(dir, "replay")
 	build := exec.Command("go", "build", "-o", replayBin, "./testdata/replay") //watchdog:unbounded go test's -timeout bounds the test binary
-
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build the replayer:", err)
