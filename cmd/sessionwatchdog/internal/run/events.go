@@ -160,7 +160,7 @@ func (c *calls) start(id, name string, subagent bool) {
 			}
 		})
 		once.Do(func() { close(running) }) // Call refused to run it
-		c.track.callEnded()
+		c.track.callEnded(c.ctx.Err() == nil)
 		c.mu.Lock()
 		if c.open[id] == cl {
 			delete(c.open, id)

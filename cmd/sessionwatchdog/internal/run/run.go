@@ -84,8 +84,9 @@ type runner struct {
 	track    *tracker
 	progress *progress // nil: no progress line
 
-	pgid     atomic.Int64 // the command's process group, once started
-	signaled atomic.Int32 // the first signal the operator sent, 0 if none
+	pgid      atomic.Int64 // the command's process group, once started
+	signaled  atomic.Int32 // the first signal the operator sent, 0 if none
+	forwarded atomic.Bool  // the operator's signal was forwarded to the group
 	exitCode atomic.Int32 // the command's exit status when it ended by itself, -1 before
 }
 
@@ -279,9 +280,7 @@ func (r *runner) supervise(ctx context.Context, w *watchdog.Watchdog, s *watchdo
 		return fmt.Errorf("start %s: %w", r.o.command[0], err)
 	}
 	r.pgid.Store(int64(cmd.Process.Pid))
-	if sig := r.signaled.Load(); sig != 0 { // the operator's signal came while it started
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.Signal(sig))
-	}
+	r.forward() // the operator's signal may have come while it started
 	waitErr := cmd.Wait()
 	if evw != nil {
 		evw.Flush()
@@ -339,21 +338,28 @@ func (r *runner) forwardSignals(s *watchdog.Session, sigs <-chan os.Signal, stop
 		if !ok {
 			continue
 		}
-		pgid := int(r.pgid.Load())
 		if n > 0 {
-			if pgid != 0 {
+			if pgid := int(r.pgid.Load()); pgid != 0 {
 				_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			}
 			continue
 		}
 		r.signaled.Store(int32(ss))
-		if pgid != 0 {
-			_ = syscall.Kill(-pgid, ss)
-		}
+		r.forward()
 		why := fmt.Sprintf("%s received by sessionwatchdog run (pid %d): forwarded to the process tree", signalName(ss), os.Getpid())
 		if err := s.StopBy(r.o.operator, why); err != nil {
 			r.say("recording the operator's stop: %v", err)
 		}
+	}
+}
+
+// forward sends the operator's signal to the command's process group, once
+// both are known: the signal handler and the command's start each store
+// theirs, then call it, so that one of them sends it, and only one.
+func (r *runner) forward() {
+	pgid, sig := r.pgid.Load(), r.signaled.Load()
+	if pgid != 0 && sig != 0 && r.forwarded.CompareAndSwap(false, true) {
+		_ = syscall.Kill(-int(pgid), syscall.Signal(sig))
 	}
 }
 

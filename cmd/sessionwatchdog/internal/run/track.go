@@ -51,9 +51,13 @@ func (t *tracker) callStarted() {
 	t.touched(watchdog.ChannelMCPTool) // Call records its start as tool-call evidence
 }
 
-func (t *tracker) callEnded() {
+// callEnded notes a call's end; evidence unless the session had ended
+// (Call records its end all the same, but the window is over).
+func (t *tracker) callEnded(evidence bool) {
 	t.inFlight.Add(-1)
-	t.touched(watchdog.ChannelMCPTool) // and its end
+	if evidence {
+		t.touched(watchdog.ChannelMCPTool) // and its end
+	}
 }
 
 // observe reads the evidence summary of a recorded event (Observer.OnEvent).
