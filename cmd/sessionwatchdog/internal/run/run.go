@@ -87,7 +87,7 @@ type runner struct {
 	pgid      atomic.Int64 // the command's process group, once started
 	signaled  atomic.Int32 // the first signal the operator sent, 0 if none
 	forwarded atomic.Bool  // the operator's signal was forwarded to the group
-	exitCode atomic.Int32 // the command's exit status when it ended by itself, -1 before
+	exitCode  atomic.Int32 // the command's exit status when it ended by itself, -1 before
 }
 
 func (r *runner) say(format string, a ...any) {
