@@ -48,6 +48,8 @@ const (
 	TurnEnd
 )
 
+// String is the kind's name: unknown, output, call_start, call_update,
+// call_end, subagent_output, turn_end.
 func (k Kind) String() string {
 	switch k {
 	case Unknown:
