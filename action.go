@@ -185,15 +185,12 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 		failures := s.rare.failed
 		e.Attempt, e.LimitSeconds = failures, backoff.Seconds()
 		w.record(&ef, e)
-		// The retry is the decision's last settle check again, due after
-		// the backoff: the rule's memory goes back to just before the
-		// decision, so a rule still stale then acts at once (no new settle
-		// window), and a fresh observation meanwhile clears it.
-		if it.noRecheck { // a liveness rule of the user's: its next stale report
-			s.rare.liveness[it.v.Rule] = decide.LivenessState{Stale: s.cfg.limits.SettleChecks - 1, DueAt: now.Add(backoff)}
+		// The retry is the decision's last settle check again, after the backoff: a
+		// rule still stale then acts at once, a fresh observation meanwhile clears it.
+		pre := it.pre
+		if pre.SettleDueAt = now.Add(backoff); it.noRecheck { // a liveness rule of the user's: its next stale report
+			s.rare.liveness[it.v.Rule] = decide.LivenessState{Stale: s.cfg.limits.SettleChecks - 1, DueAt: pre.SettleDueAt}
 		} else {
-			pre := it.pre
-			pre.SettleDueAt = now.Add(backoff)
 			s.setRules(pre)
 		}
 		due := toNanos(now.Add(backoff))

@@ -31,7 +31,7 @@ func WithCheckpoints(d time.Duration) Option {
 func (w *Watchdog) runCheckpoints(every time.Duration, tick <-chan struct{}, t *clock.Timer) {
 	defer w.wg.Done()
 	for ok := w.wait(tick, t); ok; ok = w.sleep(every) {
-		cps, ss, sums := w.checkpoints()
+		cps, ss, sums := w.checkpoints(0)
 		now := w.now()
 		for i, s := range ss {
 			e := s.event(KindCheckpoint, now)

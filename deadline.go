@@ -371,7 +371,7 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 		e.Recoverable = &rec
 		overrun := e                              // as recorded (see record)
 		overrun.CallsInFlight = []CallInFlight{c} // its own: shiftEvent shifts it in place
-		shiftEvent(&overrun, w.offset.Load())
+		shiftEvent(&overrun, int64(w.recOffset()))
 		l.event = &overrun
 		v.DecisionID = e.ID
 		w.record(ef, e)

@@ -1,10 +1,13 @@
 package watchdog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -32,7 +35,11 @@ import (
 // (a fire's cancel is never recorded without its decision). A resume by
 // another owner of a window whose owner's lease is live is refused the same
 // way. Each method must be safe for concurrent use; the Watchdog calls them
-// off its scheduler, bounded by a context.
+// off its scheduler, bounded by a context. A Leaser may also have Now(ctx
+// context.Context) (time.Time, error), the store's clock, which members on
+// the real clock record on, and Held(ctx context.Context, owner string) ([]Checkpoint,
+// error), the open windows owner holds, which an owner asks once its lease
+// lapsed (see docs/fleet.md). The PostgreSQL store has both.
 type Leaser interface {
 	// Heartbeat creates or renews owner's lease until ttl from now on the
 	// store's clock, and keeps checkpoints: the evidence of windows owner
@@ -73,17 +80,13 @@ const maxCheckpoints = 4096
 
 // checkpoints returns the evidence of the windows whose evidence changed
 // since their last checkpoint (by the sum of their channels' counters),
-// and that sum for each, to keep once the heartbeat succeeds. Evidence is
-// read lock-free; only the list of sessions is taken under the lock.
-func (w *Watchdog) checkpoints() ([]Checkpoint, []*Session, []uint64) {
+// and that sum for each, to keep once the heartbeat succeeds; instants are
+// the timeline's plus off. Evidence is read lock-free; only the list of
+// sessions is taken under the lock.
+func (w *Watchdog) checkpoints(off time.Duration) (cps []Checkpoint, ss []*Session, sums []uint64) {
 	w.mu.Lock()
 	all := w.sessions.All()
 	w.mu.Unlock()
-	var (
-		cps  []Checkpoint
-		ss   []*Session
-		sums []uint64
-	)
 	// From where the last pass stopped, so that past maxCheckpoints busy
 	// windows every one gets its turn.
 	from := int(w.ckptFrom.Load() % uint64(max(len(all), 1)))
@@ -109,14 +112,14 @@ func (w *Watchdog) checkpoints() ([]Checkpoint, []*Session, []uint64) {
 			c := s.chanAt(Channel(i))
 			ev[i] = EvidenceEntry{Channel: s.channelName(i), Counter: c.count.Load()}
 			if l := c.last.Load(); l != decide.Never {
-				t := time.Unix(0, l).UTC() // on the timeline
+				t := time.Unix(0, l).Add(off).UTC()
 				ev[i].LastAt = &t
 			}
 		}
 		cps = append(cps, Checkpoint{SessionID: s.id, Window: int(s.window), Evidence: ev})
 		ss, sums = append(ss, s), append(sums, sum)
 	}
-	return cps, ss, sums
+	return
 }
 
 // seed gives an adopted session the evidence of its window's checkpoint:
@@ -128,14 +131,13 @@ func (w *Watchdog) seed(s *Session, ev []EvidenceEntry) {
 	now := toNanos(w.now())
 	var sum uint64
 	for i := range s.numChannels() {
-		name := s.channelName(i)
 		for _, en := range ev {
-			if en.Channel != name {
+			if en.Channel != s.channelName(i) {
 				continue
 			}
 			c := s.chanAt(Channel(i))
 			if en.LastAt != nil {
-				c.last.Store(min(toNanos(w.onTimeline(*en.LastAt)), now))
+				c.last.Store(min(toNanos(w.fromRecord(*en.LastAt)), now))
 			}
 			c.count.Store(en.Counter)
 			sum += en.Counter
@@ -174,14 +176,19 @@ func WithAdoption() Option {
 
 // fleet is a Watchdog's lease and adoption state with a Leaser store.
 type fleet struct {
-	store  Leaser
-	ttl    time.Duration
-	adopt  bool
-	leased chan struct{} // closed after the first successful heartbeat
-	once   sync.Once     // closes leased
-	retry  []Orphan      // adopted here, not watched yet; owned by the adoption goroutine
-	ctx    context.Context
-	cancel context.CancelFunc // ends the calls in progress (Close)
+	store   Leaser
+	ttl     time.Duration
+	adopt   bool
+	leased  chan struct{} // closed after the first successful heartbeat
+	once    sync.Once     // closes leased
+	retry   []Orphan      // adopted here, not watched yet; owned by the adoption goroutine
+	ctx     context.Context
+	cancel  context.CancelFunc // ends the calls in progress (Close)
+	lastOK  atomic.Int64       // when the last renewal started (timeline, ns)
+	attempt atomic.Int64       // when the last heartbeat ended (timeline, ns); see leaseFirst
+	started atomic.Int64       // when the heartbeat that runs began (timeline, ns)
+	busy    atomic.Bool        // a heartbeat runs: one at a time
+	beat    chan struct{}      // buffered: signalled when a heartbeat ends
 }
 
 func newFleet(store EventStore, c *config) *fleet {
@@ -189,12 +196,8 @@ func newFleet(store EventStore, c *config) *fleet {
 	if !ok {
 		return nil
 	}
-	ttl := c.leaseTTL
-	if ttl <= 0 {
-		ttl = DefaultLeaseTTL
-	}
-	ttl = max(ttl, 300*time.Millisecond)
-	f := &fleet{store: l, ttl: ttl, adopt: c.adopt, leased: make(chan struct{})}
+	ttl := max(cmp.Or(max(c.leaseTTL, 0), DefaultLeaseTTL), 300*time.Millisecond) // 0 or less: the default
+	f := &fleet{store: l, ttl: ttl, adopt: c.adopt, leased: make(chan struct{}), beat: make(chan struct{}, 1)}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	return f
 }
@@ -215,29 +218,12 @@ func (w *Watchdog) awaitLease(ctx context.Context) error {
 	}
 }
 
-// runHeartbeats is the lease goroutine: it renews the lease every ttl/3
-// on the Watchdog's clock, whatever the adoption sweeps are doing.
-func (w *Watchdog) runHeartbeats() {
+// every calls fn(step) every step on the Watchdog's clock until Close: the
+// lease goroutine (heartbeat, ttl/3) and the adoption one (sweep, ttl/6).
+func (w *Watchdog) every(step time.Duration, fn func(time.Duration)) {
 	defer w.wg.Done()
-	step := w.fleet.ttl / 3
-	for {
-		w.heartbeat(step)
-		if !w.sleep(step) {
-			return
-		}
-	}
-}
-
-// runSweeps is the adoption goroutine (WithAdoption): every ttl/6 on the
-// Watchdog's clock it adopts the windows of owners whose lease expired.
-func (w *Watchdog) runSweeps() {
-	defer w.wg.Done()
-	step := w.fleet.ttl / 6
-	for {
-		w.sweep(step)
-		if !w.sleep(step) {
-			return
-		}
+	for ok := true; ok; ok = w.sleep(step) {
+		fn(step)
 	}
 }
 
@@ -264,19 +250,23 @@ func (w *Watchdog) wait(tick <-chan struct{}, t *clock.Timer) bool {
 
 func (w *Watchdog) heartbeat(within time.Duration) {
 	f := w.fleet
+	if !f.busy.CompareAndSwap(false, true) {
+		return // another one runs (see leaseFirst), which leaseFirst waits for
+	}
+	defer f.busy.Store(false)
+	f.started.Store(toNanos(w.now()))
 	ctx, cancel := context.WithTimeout(f.ctx, within)
 	defer cancel()
-	cps, ss, sums := w.checkpoints()
-	for _, c := range cps { // the store's instants are the wall's
-		for i, en := range c.Evidence {
-			if en.LastAt != nil {
-				t := w.wall(*en.LastAt)
-				c.Evidence[i].LastAt = &t
-			}
+	defer func() {
+		f.attempt.Store(toNanos(w.now()))
+		select {
+		case f.beat <- struct{}{}: // for leaseFirst
+		default:
 		}
-	}
-	err := w.faults.call("Leaser.Heartbeat", func() error { return f.store.Heartbeat(ctx, w.owner, f.ttl, cps) })
-	if err != nil {
+	}()
+	start := w.now()
+	cps, ss, sums := w.checkpoints(w.recOffset()) // recorded instants
+	if err := w.faults.call("Leaser.Heartbeat", func() error { return f.store.Heartbeat(ctx, w.owner, f.ttl, cps) }); err != nil {
 		w.leaseFailures.Add(1)
 		w.log.Warn("watchdog: lease heartbeat failed; other fleet members adopt this Watchdog's windows once its lease expires",
 			zap.String("owner", w.owner), zap.Duration("ttl", f.ttl), zap.Error(err))
@@ -286,7 +276,81 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 	for i, s := range ss {
 		s.ckpt.Store(sums[i])
 	}
+	w.readStoreClock(ctx)
+	if gap := time.Duration(toNanos(w.now()) - f.lastOK.Load()); f.lastOK.Load() != 0 && gap > f.ttl {
+		w.disownLost(ctx, gap) // the lease lives again: no more windows can be taken
+	}
+	f.lastOK.Store(toNanos(start))
 	f.once.Do(func() { close(f.leased) })
+}
+
+// leaseFirst begins each pass. If no heartbeat ended for over a lease (else
+// one ends every 2/3 of it), the process was paused: a heartbeat renews the
+// lease and ends the sessions lost (disownLost) first, awaited at most ttl/3,
+// and not if one has hung longer: a stuck store delays one pass, by ttl/3.
+func (w *Watchdog) leaseFirst() {
+	f := w.fleet
+	if f == nil || toNanos(w.now())-f.attempt.Load() <= int64(f.ttl) ||
+		f.busy.Load() && toNanos(w.now())-f.started.Load() > int64(f.ttl/3) {
+		return
+	}
+	f.attempt.Store(toNanos(w.now())) // not again before a lease's time, answered or not
+	select {
+	case <-f.beat: // an earlier heartbeat's
+	default:
+	}
+	w.wg.Add(1) // the scheduler's count is held: Close waits for it
+	go func() { defer w.wg.Done(); w.heartbeat(f.ttl / 3) }()
+	select {
+	case <-f.beat:
+	case <-time.After(f.ttl / 3): // on the real clock, as the store calls' bounds
+	case <-w.done:
+	}
+}
+
+// readStoreClock reads the store's clock (a Leaser's Now) between two of the
+// real clock's and keeps the offset from it (storeSkew) unless they prove it
+// wrong, then the nearest they allow: records are on the store's clock.
+func (w *Watchdog) readStoreClock(ctx context.Context) {
+	c, ok := w.fleet.store.(interface {
+		Now(context.Context) (time.Time, error)
+	})
+	var at time.Time
+	before := w.wall(w.now())
+	if !ok || w.rt == nil || w.faults.call("Leaser.Now", func() (err error) { at, err = c.Now(ctx); return err }) != nil || at.IsZero() {
+		return
+	}
+	w.storeSkew.Store(min(max(w.storeSkew.Load(), int64(before.Sub(at))), int64(w.wall(w.now()).Sub(at))))
+}
+
+// disownLost ends the sessions, running before it asks, whose window this
+// Watchdog no longer holds after its lease lapsed for gap, if the store says
+// (a Leaser's Held) and answers openings (a running window is recorded).
+func (w *Watchdog) disownLost(ctx context.Context, gap time.Duration) {
+	h, ok := w.fleet.store.(interface {
+		Held(context.Context, string) ([]Checkpoint, error)
+	})
+	if !ok || w.openings == nil {
+		return
+	}
+	w.mu.Lock()
+	all := slices.DeleteFunc(w.sessions.All(), func(s *Session) bool { return s.state.Load() != stateRunning })
+	w.mu.Unlock()
+	var held []Checkpoint
+	if err := w.faults.call("Leaser.Held", func() (err error) { held, err = h.Held(ctx, w.owner); return err }); err != nil {
+		w.log.Warn("watchdog: the lease lapsed; which windows it still holds is unknown", zap.Duration("lapsed", gap), zap.Error(err))
+		return
+	}
+	mine := make(map[string]int, len(held))
+	for _, c := range held {
+		mine[c.SessionID] = c.Window
+	}
+	cause := fmt.Errorf("%w (%s): owner %s renewed no lease for %v, more than its %v (paused, or cut off from the store)", ErrAlreadyWatched, StopOwnerLost, w.owner, gap, w.fleet.ttl)
+	for _, s := range all {
+		if n, ok := mine[s.id]; !ok || n != int(s.window) {
+			w.disown(s.id, int(s.window), cause)
+		}
+	}
 }
 
 // adoptBatch is how many windows one Adopt call hands over at most; a
@@ -310,10 +374,7 @@ func (w *Watchdog) sweep(within time.Duration) {
 	for {
 		ctx, cancel := context.WithTimeout(f.ctx, max(within, time.Second))
 		var orphans []Orphan
-		err := w.faults.call("Leaser.Adopt", func() (err error) {
-			orphans, err = f.store.Adopt(ctx, w.owner, adoptBatch)
-			return err
-		})
+		err := w.faults.call("Leaser.Adopt", func() (err error) { orphans, err = f.store.Adopt(ctx, w.owner, adoptBatch); return err })
 		cancel()
 		if err != nil {
 			w.log.Warn("watchdog: adoption sweep failed", zap.String("owner", w.owner), zap.Error(err))
@@ -342,26 +403,19 @@ func (w *Watchdog) sweep(within time.Duration) {
 // the window is looked at again at each sweep until the store records its
 // end or it can be adopted: never left owned here and watched by nobody.
 func (w *Watchdog) adoptOrphan(o Orphan) {
-	w.mu.Lock()
-	local := w.sessions.Get(o.SessionID) != nil
-	w.mu.Unlock()
-	if local {
-		w.fleet.retry = append(w.fleet.retry, o)
-		return
-	}
 	ctx, cancel := context.WithTimeout(w.fleet.ctx, w.fleet.ttl)
 	defer cancel()
-	s, err := w.resume(ctx, o.SessionID, Policy{}, &o)
-	if err != nil {
-		if errors.Is(err, errPending) || errors.Is(err, ErrAlreadyWatched) {
-			w.fleet.retry = append(w.fleet.retry, o)
-			return
-		}
-		if !errors.Is(err, errNotOpen) && !errors.Is(err, ErrClosed) {
+	s, err := w.resume(ctx, o.SessionID, Policy{}, &o) // ErrAlreadyWatched while the session is still here
+	switch {
+	case err == nil:
+	case errors.Is(err, errNotOpen), errors.Is(err, ErrClosed):
+		return
+	default:
+		if !errors.Is(err, errPending) && !errors.Is(err, ErrAlreadyWatched) {
 			w.log.Error("watchdog: adopting a window failed; retried at the next sweep",
 				zap.String("session_id", o.SessionID), zap.Int("window", o.Window), zap.String("from", o.Owner), zap.Error(err))
-			w.fleet.retry = append(w.fleet.retry, o)
 		}
+		w.fleet.retry = append(w.fleet.retry, o)
 		return
 	}
 	w.adopted.Add(1)
@@ -401,7 +455,7 @@ func (w *Watchdog) disown(id string, window int, cause error) {
 	s.dropLocked()
 	w.mu.Unlock()
 	w.disowned.Add(1)
-	w.log.Warn("watchdog: another owner holds this window now; no longer watching it",
+	w.log.Warn("watchdog: this owner's lease lapsed and another owner took the window over; no longer watching it",
 		zap.String("session_id", id), zap.Int("window", window), zap.Error(cause))
 	s.cancel(fmt.Errorf("watchdog: %q window %d: %w", id, window, cause))
 }
@@ -412,8 +466,7 @@ func (w *Watchdog) releaseLease(ctx context.Context) error {
 	if w.fleet == nil {
 		return nil
 	}
-	err := w.faults.call("Leaser.Release", func() error { return w.fleet.store.Release(ctx, w.owner) })
-	if err != nil {
+	if err := w.faults.call("Leaser.Release", func() error { return w.fleet.store.Release(ctx, w.owner) }); err != nil {
 		return fmt.Errorf("watchdog: close: release the lease of owner %s (its windows are adopted once it expires): %w", w.owner, err)
 	}
 	return nil

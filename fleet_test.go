@@ -34,11 +34,13 @@ type leaseStore struct {
 	evidence map[string][]watchdog.EvidenceEntry // "id/window" -> its last checkpoint
 	failLoad int                                 // Loads to fail
 	gate     chan struct{}                       // if set, a fenced Append returns once it is closed
+	keep     map[string]bool                     // sessions Adopt never hands over
+	at       map[string]time.Time                // event id -> when it was recorded, on the store's clock
 }
 
 func newLeaseStore() *leaseStore {
 	return &leaseStore{arbStore: newArbStore(), leases: map[string]time.Time{}, lastSeen: map[string]time.Time{}, owners: map[string]string{}, ended: map[string]bool{},
-		evidence: map[string][]watchdog.EvidenceEntry{}}
+		evidence: map[string][]watchdog.EvidenceEntry{}, at: map[string]time.Time{}}
 }
 
 func (l *leaseStore) Heartbeat(_ context.Context, owner string, ttl time.Duration, cps []watchdog.Checkpoint) error {
@@ -67,14 +69,32 @@ func (l *leaseStore) Adopt(_ context.Context, adopter string, limit int) ([]watc
 	defer l.lmu.Unlock()
 	var out []watchdog.Orphan
 	for k, owner := range l.owners {
-		if owner == adopter || l.ended[k] || l.alive(owner) || len(out) == limit {
-			continue
-		}
 		i := strings.LastIndexByte(k, '/')
 		id := k[:i]
+		if owner == adopter || l.ended[k] || l.alive(owner) || len(out) == limit || l.keep[id] {
+			continue
+		}
 		w, _ := strconv.Atoi(k[i+1:])
 		l.owners[k] = adopter
 		out = append(out, watchdog.Orphan{SessionID: id, Window: w, Owner: owner, LastSeen: l.lastSeen[owner], Evidence: l.evidence[k]})
+	}
+	return out, nil
+}
+
+// Now is the store's clock, which leases expire on (see Leaser).
+func (l *leaseStore) Now(context.Context) (time.Time, error) { return time.Now(), nil }
+
+// Held returns the open windows owner holds (see Leaser).
+func (l *leaseStore) Held(_ context.Context, owner string) ([]watchdog.Checkpoint, error) {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	var out []watchdog.Checkpoint
+	for k, o := range l.owners {
+		if o == owner && !l.ended[k] {
+			i := strings.LastIndexByte(k, '/')
+			w, _ := strconv.Atoi(k[i+1:])
+			out = append(out, watchdog.Checkpoint{SessionID: k[:i], Window: w})
+		}
 	}
 	return out, nil
 }
@@ -105,6 +125,7 @@ func (l *leaseStore) Append(ctx context.Context, evs ...watchdog.Event) error {
 	defer l.lmu.Unlock()
 	for _, e := range evs {
 		k := fmt.Sprint(e.AggregateID, "/", e.Window)
+		l.at[e.ID] = time.Now()
 		switch {
 		case e.Owner == "":
 		case e.Terminal():

@@ -1,15 +1,15 @@
 package watchdog
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/sessionwatchdog/watchdog/internal/decide"
-	"go.uber.org/zap"
 )
 
 // Follow returns a context derived from parent that is cancelled when a
@@ -34,10 +34,9 @@ import (
 // policy, or whose absolute rules are all in shadow mode, has no backstop.
 //
 // The backstop compares the recorded deadline with the clock given with
-// WithClock among opts (default: the real clock; Follow ignores the other
-// options but WithLogger, which logs the panics it recovers from the
-// store's Subscribe and Load, then returned as errors, and from the Clock,
-// guarded as the Watchdog guards it), so that clock must agree with the supervisors' to within
+// WithClock among opts (default: the real clock; of the other options only
+// WithLogger counts: it logs the panics recovered from the store, returned
+// as errors, and from the Clock, guarded as in New), so that clock must agree with the supervisors' to within
 // FollowGrace: a follower whose host clock runs ahead by more, or was
 // stepped forward by more, gives the supervisor up early. In tests on a
 // fake clock pass the same clock; on the real clock, a recorded deadline
@@ -61,27 +60,15 @@ func Follow(parent context.Context, store EventStore, sessionID string, opts ...
 		return nil, nil, fmt.Errorf("%w: follow %q: the store (%T) does not implement Subscriber", ErrInvalidArgument, sessionID, store)
 	}
 	c := configOf(opts)
-	if c.log == nil {
-		c.log = zap.NewNop()
-	}
-	uf := &userFaults{log: c.log}
-	if reflect.TypeOf(c.clock) != realClockType {
-		c.clock = &guardedClock{c: c.clock, uf: uf}
-	}
 	ctx, cancel := context.WithCancelCause(parent)
 	stop := func() { cancel(context.Canceled) }
 	var ch <-chan Event
-	err := uf.call("the store's Subscribe", func() (err error) { ch, err = sub.Subscribe(ctx, sessionID); return err })
-	if err != nil {
+	if err := c.faults.call("the store's Subscribe", func() (err error) { ch, err = sub.Subscribe(ctx, sessionID); return err }); err != nil || ch == nil {
 		stop()
-		return nil, nil, fmt.Errorf("watchdog: follow %q: subscribe: %w", sessionID, err)
-	}
-	if ch == nil {
-		stop()
-		return nil, nil, fmt.Errorf("watchdog: follow %q: subscribe returned a nil channel and no error", sessionID)
+		return nil, nil, fmt.Errorf("watchdog: follow %q: subscribe: %w", sessionID, cmp.Or(err, errors.New("a nil channel and no error")))
 	}
 	var evs []Event
-	if err = uf.call("the store's Load", func() (err error) { evs, err = store.Load(ctx, sessionID); return err }); err != nil {
+	if err := c.faults.call("the store's Load", func() (err error) { evs, err = store.Load(ctx, sessionID); return err }); err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("watchdog: follow %q: load: %w", sessionID, err)
 	}

@@ -92,8 +92,7 @@ func recordFields(c *memlog.Codec, e *Event) {
 // validate is e.Validate, but for a policy the same as the last one
 // validated, not validated again: a policy's validity is its value's.
 func (m *MemoryStore) validate(e *Event) error {
-	last := m.policy.Load()
-	fresh := e.Policy != nil && (last == nil || !e.Policy.same(last))
+	fresh := e.Policy != nil && (m.policy.Load() == nil || !e.Policy.same(m.policy.Load()))
 	err := e.check(fresh)
 	if err == nil && fresh {
 		p := e.Policy.clone()

@@ -139,7 +139,7 @@ func (w *Watchdog) settled(e *Event, err error) {
 		lost := *e
 		lost.ID, lost.Seq, lost.Kind, lost.FiredAt = "", 0, KindSuperseded, time.Time{}
 		lost.Reason, lost.Error = ReasonAlreadyDecided, err.Error()
-		lost.OccurredAt = w.wall(w.now()).UTC()
+		lost.OccurredAt = w.now().Add(w.recOffset()).UTC()
 		lost.ElapsedSeconds = lost.OccurredAt.Sub(lost.WindowStartedAt).Seconds()
 		w.rec.Push(entry{ev: &lost, seq: w.ids.Next()}) // its instants are the wall's already: not shifted again
 		w.rec.Poke()

@@ -3,6 +3,7 @@ package watchdog
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -44,10 +45,17 @@ func configOf(opts []Option) config {
 	if c.clock == nil {
 		c.clock = clock.New()
 	}
+	if c.log == nil {
+		c.log = zap.NewNop()
+	}
+	if c.faults = (&userFaults{log: c.log}); reflect.TypeOf(c.clock) != realClockType {
+		c.clock = &guardedClock{c: c.clock, uf: c.faults} // a Clock of the user's: a panic in it crashes nothing
+	}
 	return c
 }
 
 type config struct {
+	faults   *userFaults // the panics recovered from user code, logged
 	store    EventStore
 	clock    Clock
 	log      *zap.Logger

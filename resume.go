@@ -155,15 +155,15 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 			}
 		}
 	}
-	w.now() // the wall clock's offset, current
-	s.sessionStartedAt = w.onTimeline(s.sessionStartedAt)
-	lastWindowStart = w.onTimeline(lastWindowStart)
 	if s.sessionStartedAt.IsZero() {
 		w.release(s)
 		err := fmt.Errorf("%w: resume %q: the store's events carry no session_started_at", ErrInvalidEvent, id)
 		s.cancel(err)
 		return nil, err
 	}
+	w.now() // the wall clock's offset, current
+	s.sessionStartedAt = w.fromRecord(s.sessionStartedAt)
+	lastWindowStart = w.fromRecord(lastWindowStart)
 	window, fresh := decide.ResumeWindow(last, ended)
 	if adopted != nil && (fresh || window != adopted.Window || pendingIn(pending, adopted.Window)) {
 		err := errNotOpen
@@ -304,8 +304,8 @@ func (w *Watchdog) carry(s *Session, c *carried, adopted *Orphan) {
 		if adopted != nil {
 			seen = later(seen, adopted.LastSeen)
 		}
-		from := later(s.windowStartedAt, w.onTimeline(c.budgetFrom))
-		if gap := w.now().Sub(w.onTimeline(seen)); !seen.IsZero() && gap > 0 {
+		from := later(s.windowStartedAt, w.fromRecord(c.budgetFrom))
+		if gap := w.now().Sub(w.fromRecord(seen)); !seen.IsZero() && gap > 0 {
 			from = from.Add(gap)
 		}
 		if from.After(s.windowStartedAt) {
@@ -319,12 +319,12 @@ func (w *Watchdog) carry(s *Session, c *carried, adopted *Orphan) {
 	w.seed(s, c.evidence)
 	r.carried = len(c.evidence) > 0
 	s.since = toNanos(s.windowStartedAt)
-	if f := w.onTimeline(c.floor); f.After(s.windowStartedAt) {
+	if f := w.fromRecord(c.floor); f.After(s.windowStartedAt) {
 		s.since = toNanos(f)
 	}
 	if c.stale > 0 && s.cfg.limits.IdleWindow > 0 {
 		r.rules.StaleChecks = min(c.stale, s.cfg.limits.SettleChecks-1)
-		r.rules.SettleDueAt = w.onTimeline(c.staleAt).Add(s.cfg.limits.SettleInterval)
+		r.rules.SettleDueAt = w.fromRecord(c.staleAt).Add(s.cfg.limits.SettleInterval)
 	}
 }
 

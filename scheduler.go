@@ -57,6 +57,7 @@ type timed interface {
 // arms the timer for the next deadline. It runs on the scheduler goroutine
 // only and reuses w.ef, so a pass allocates nothing of its own.
 func (w *Watchdog) pass() {
+	w.leaseFirst()
 	w.armedAt.Store(math.MaxInt64) // in a pass: a deadline pushed meanwhile arms its own timer
 	now := w.now()
 	nowNs := toNanos(now)

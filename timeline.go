@@ -89,6 +89,15 @@ func (w *Watchdog) wall(t time.Time) time.Time {
 	return t
 }
 
+// recOffset is the recorded instants' offset from the timeline: the wall
+// clock's, less a fleet member's clock's offset from its store's (see
+// readStoreClock); fromRecord converts a recorded instant to the timeline.
+func (w *Watchdog) recOffset() time.Duration {
+	return time.Duration(w.offset.Load() - w.storeSkew.Load())
+}
+
+func (w *Watchdog) fromRecord(t time.Time) time.Time { return t.Add(-w.recOffset()) }
+
 // wallNow is wall after a fresh reading of the Clock (which moves the
 // offset if the wall clock was stepped). Never call it under a lock: the
 // Clock is user code.

@@ -36,7 +36,7 @@ type cancellation struct {
 // released; without, it goes to the recorder at once. An event without an
 // ID gets the next one when it is built.
 func (w *Watchdog) record(ef *effects, e Event) {
-	shiftEvent(&e, w.offset.Load())
+	shiftEvent(&e, int64(w.recOffset()))
 	en := entry{ev: &e}
 	if e.ID == "" {
 		en.seq = w.ids.Next()
@@ -166,7 +166,7 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time, ef *effects) {
 // of facts that the recorder goroutine builds into events. Called with w.mu
 // held.
 func (w *Watchdog) fireDefaultLocked(s *Session, sn decide.Snapshot, v decide.Verdict, now time.Time, ef *effects) {
-	s.end = ending{rule: v.Rule, at: toNanos(now), off: w.offset.Load(), elapsed: v.Elapsed, budget: v.Budget, decision: w.ids.Next()}
+	s.end = ending{rule: v.Rule, at: toNanos(now), off: int64(w.recOffset()), elapsed: v.Elapsed, budget: v.Budget, decision: w.ids.Next()}
 	en := entry{fire: s, seq: w.ids.Next(), facts: s.decisionFacts(sn, v, now)}
 	en.facts.nch = uint8(len(sn.Channels))
 	if copy(en.facts.chs[:], sn.Channels) < len(sn.Channels) {

@@ -47,6 +47,7 @@ type Watchdog struct {
 	epochNanos int64        // epoch's wall time, Unix ns
 	offset     atomic.Int64 // the wall clock's offset from the timeline, ns
 	wallSkew   atomic.Int64 // tests only: added to the wall time of every reading
+	storeSkew  atomic.Int64 // a fleet member's wall clock's offset from its store's, ns (see readStoreClock)
 
 	ids record.IDs
 
@@ -112,13 +113,7 @@ func New(opts ...Option) *Watchdog {
 		rt.Stop()
 		bs = backstop.New()
 	}
-	if c.log == nil {
-		c.log = zap.NewNop()
-	}
-	uf := &userFaults{log: c.log}
-	if rt == nil {
-		c.clock = &guardedClock{c: c.clock, uf: uf}
-	}
+	uf := c.faults
 	if c.idPrefix != "" && (len(c.idPrefix) > 256 || checkText("event id prefix", c.idPrefix) != nil) {
 		c.log.Error("watchdog: WithEventIDPrefix: the prefix cannot make storable ids; using a random one",
 			zap.String("prefix", quoteShort(c.idPrefix)))
@@ -209,11 +204,12 @@ func New(opts ...Option) *Watchdog {
 		go w.runCheckpoints(every, tick, t)
 	}
 	if w.fleet != nil {
+		w.fleet.attempt.Store(w.epochNanos)
 		w.wg.Add(1)
-		go w.runHeartbeats()
+		go w.every(w.fleet.ttl/3, w.heartbeat)
 		if w.fleet.adopt {
 			w.wg.Add(1)
-			go w.runSweeps()
+			go w.every(w.fleet.ttl/6, w.sweep)
 		}
 	}
 	return w
@@ -298,8 +294,8 @@ func FromContext(ctx context.Context) *Session {
 }
 
 // activate registers s (already reserved when reserved is true), schedules
-// its deadline, enqueues its lifecycle event (unless opened: recorded
-// already) and arms the timer.
+// its deadline (unless adoptOrphan ends it at once), enqueues its lifecycle
+// event (unless opened: recorded already) and arms the timer.
 func (w *Watchdog) activate(s *Session, kind string, reserved, opened bool, adopted *Orphan) error {
 	now := w.now()
 	w.mu.Lock()
@@ -328,7 +324,9 @@ func (w *Watchdog) activate(s *Session, kind string, reserved, opened bool, adop
 	if v.Action != decide.Continue || v.Record || v.Next.IsZero() {
 		due = toNanos(now) // already due: the scheduler decides it
 	}
-	w.heap.Push(&s.item, due)
+	if adopted == nil || s.cfg.policy.ContinueWhenOwnerLost { // else ended at once (owner_lost): no rule decides it
+		w.heap.Push(&s.item, due)
+	}
 	if !opened {
 		e := s.event(kind, now)
 		e.Policy = &s.cfg.policy // shared, never modified

@@ -22,6 +22,7 @@ type Index[V any] struct {
 	byHash map[uint64]int32 // hash of an id -> first slot of its chain
 	slots  []*V             // nil: a free slot
 	next   []int32          // the next slot in the same chain, or -1
+	prev   []int32          // the previous slot in the same chain, or -1 for its first
 	free   []int32          // free slots
 	n      int
 	hashOf func(string) uint64 // tests only: forces collisions
@@ -63,55 +64,52 @@ func (x *Index[V]) Put(s *V) {
 		i = int32(len(x.slots))
 		x.slots = append(x.slots, nil)
 		x.next = append(x.next, -1)
+		x.prev = append(x.prev, -1)
 	}
 	x.slots[i] = s
-	x.next[i] = -1
+	x.next[i], x.prev[i] = -1, -1
 	*x.Slot(s) = i
 	if first, ok := x.byHash[h]; ok {
-		x.next[i] = first
+		x.next[i], x.prev[first] = first, i
 	}
 	x.byHash[h] = i
 	x.n++
 }
 
 // Del removes s if it is the value under its key; the slot s keeps tells
-// at once whether it is.
+// at once whether it is, and its chain links where it is: the table is
+// touched only when s is the first of its chain.
 func (x *Index[V]) Del(s *V) {
 	if x.n == 0 {
 		return
 	}
-	slot := *x.Slot(s)
-	if slot < 0 || int(slot) >= len(x.slots) || x.slots[slot] != s {
+	i := *x.Slot(s)
+	if i < 0 || int(i) >= len(x.slots) || x.slots[i] != s {
 		return // not in the index
 	}
-	h := x.hash(x.Key(s))
-	i, ok := x.byHash[h]
-	prev := int32(-1)
-	for ok && i >= 0 {
-		if x.slots[i] == s {
-			switch {
-			case prev >= 0:
-				x.next[prev] = x.next[i]
-			case x.next[i] >= 0:
-				x.byHash[h] = x.next[i]
-			default:
-				delete(x.byHash, h)
-			}
-			x.slots[i] = nil
-			x.n--
-			if x.n == 0 {
-				if cap(x.slots) > 1024 { // give a burst's memory back
-					x.Reset()
-				} else {
-					x.slots, x.next, x.free = x.slots[:0], x.next[:0], x.free[:0]
-				}
-				return
-			}
-			x.free = append(x.free, i)
-			return
-		}
-		prev, i = i, x.next[i]
+	p, n := x.prev[i], x.next[i]
+	switch {
+	case p >= 0:
+		x.next[p] = n
+	case n >= 0:
+		x.byHash[x.hash(x.Key(s))] = n
+	default:
+		delete(x.byHash, x.hash(x.Key(s)))
 	}
+	if n >= 0 {
+		x.prev[n] = p
+	}
+	x.slots[i] = nil
+	x.n--
+	if x.n == 0 {
+		if cap(x.slots) > 1024 { // give a burst's memory back
+			x.Reset()
+		} else {
+			x.slots, x.next, x.prev, x.free = x.slots[:0], x.next[:0], x.prev[:0], x.free[:0]
+		}
+		return
+	}
+	x.free = append(x.free, i)
 }
 
 // Len returns the number of values.

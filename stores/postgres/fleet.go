@@ -133,6 +133,44 @@ WHERE w.aggregate_id = c.a AND w.window_number = c.n AND w.owner = $4 AND w.open
 	return nil
 }
 
+// Now reads the database's clock, the one leases expire on: a Watchdog
+// reads it at each heartbeat and records every instant on it, so that the
+// members of a fleet whose clocks disagree record, and decide an adopted
+// window, alike (see watchdog.Leaser).
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	if s.isClosed() {
+		return time.Time{}, s.closedErr()
+	}
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("postgres store: now: %w", err)
+	}
+	return now, nil
+}
+
+// Held returns the open windows owner holds (their Evidence left empty):
+// an owner whose lease lapsed asks it once renewed, and stops watching the
+// windows another owner took over meanwhile (see watchdog.Leaser).
+func (s *Store) Held(ctx context.Context, owner string) ([]watchdog.Checkpoint, error) {
+	if s.isClosed() {
+		return nil, s.closedErr()
+	}
+	rows, err := s.pool.Query(ctx, `SELECT aggregate_id, window_number FROM `+s.n.windows+` WHERE owner = $1 AND open`, owner)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: held by %s: %w", owner, err)
+	}
+	held, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (c watchdog.Checkpoint, err error) {
+		var n int32
+		err = r.Scan(&c.SessionID, &n)
+		c.Window = int(n)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: held by %s: %w", owner, err)
+	}
+	return held, nil
+}
+
 // Release implements watchdog.Leaser: owner's lease ends now (its row stays,
 // with its last heartbeat, for the adopters' records).
 func (s *Store) Release(ctx context.Context, owner string) error {

@@ -45,8 +45,9 @@ func adopter(t *testing.T, table string) *watchdog.Watchdog {
 // With the default policy, the adopter of a lost owner's window ends it at
 // once (stop, reason owner_lost), recording who the owner was and when it
 // was last seen; the follower of the session ends. The owner, when it
-// wakes up and decides the window, can record nothing for it: its writes
-// are fenced, and it stops watching the session.
+// wakes up past the window's budget, learns before deciding anything that
+// it lost the window (owner_lost), records nothing for it and stops
+// watching the session.
 func TestAnAdopterEndsTheWindowOfALostOwner(t *testing.T) {
 	ctx := context.Background()
 	table := uniqueTable(t)
@@ -78,10 +79,12 @@ func TestAnAdopterEndsTheWindowOfALostOwner(t *testing.T) {
 	assert.Equal(t, resume.Owner, end.Owner)
 	assert.Equal(t, int64(1), ad.Stats().Adopted)
 
-	// The owner wakes up past its budget: it decides, and the database
-	// refuses its records for the window it lost.
+	// The owner wakes up past its budget: it renews its lease, learns that
+	// it lost the window, and decides nothing of it.
 	require.NoError(t, watchdogtest.Advance(ctx, mock, time.Hour+time.Nanosecond, owner))
-	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
+	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrAlreadyWatched)
+	assert.Contains(t, context.Cause(s.Context()).Error(), watchdog.StopOwnerLost)
+	assert.Equal(t, int64(1), owner.Stats().Disowned)
 	require.NoError(t, owner.Check(ctx))
 	after, err := store.Load(ctx, "agent")
 	require.NoError(t, err)
@@ -176,4 +179,37 @@ func TestARemoteWorkersCheckpointPassesTheFence(t *testing.T) {
 	assert.Equal(t, watchdog.KindCheckpoint, evs[1].Kind)
 	assert.Empty(t, evs[1].Owner)
 	assert.True(t, evs[1].EvidenceSummary[0].LastAt.Equal(last))
+}
+
+// Now reads the database's clock; Held returns the open windows an owner
+// holds, and none it lost to an adopter or that ended.
+func TestTheStoreTellsItsClockAndTheWindowsAnOwnerHolds(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, testPool(t), WithTable(uniqueTable(t)))
+	before := time.Now()
+	now, err := s.Now(ctx)
+	require.NoError(t, err)
+	assert.WithinDuration(t, before, now, time.Minute, "the test server runs on this host's clock")
+	for i, id := range []string{"kept", "lost", "ended"} {
+		open := ev("open-"+id, id, watchdog.KindStart, 1)
+		open.OpensWindow, open.Owner = true, "a"
+		require.NoError(t, s.Append(ctx, open), "%d", i)
+	}
+	end := ev("end", "ended", watchdog.KindStop, 1)
+	end.Owner = "a"
+	require.NoError(t, s.Append(ctx, end))
+	require.NoError(t, s.Heartbeat(ctx, "a", time.Minute, nil))
+	held, err := s.Held(ctx, "a")
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []watchdog.Checkpoint{{SessionID: "kept", Window: 1}, {SessionID: "lost", Window: 1}}, held)
+
+	require.NoError(t, s.Release(ctx, "a"))
+	require.NoError(t, s.Heartbeat(ctx, "b", time.Minute, nil))
+	resume := ev("take", "lost", watchdog.KindResume, 1)
+	resume.Owner = "b"
+	require.NoError(t, s.Append(ctx, resume), "b takes the window over")
+	require.NoError(t, s.Heartbeat(ctx, "a", time.Minute, nil))
+	held, err = s.Held(ctx, "a")
+	require.NoError(t, err)
+	assert.Equal(t, []watchdog.Checkpoint{{SessionID: "kept", Window: 1}}, held)
 }
