@@ -134,15 +134,15 @@ func parseFlags(args []string, stdout, stderr io.Writer) (o options, code int, o
 	fs.StringVar(&o.dsn, "dsn", "", "record to PostgreSQL at this `DSN` (the stores/postgres table) instead of a file")
 	fs.StringVar(&o.table, "table", "", "with --dsn: the events `table` (default watchdog_events)")
 	o.grace = defaultGrace
-	fs.Var(durationFlag{d: &o.grace}, "grace", "how long the process tree has between SIGTERM and SIGKILL (default 5s)")
+	fs.Var(durationFlag{d: &o.grace}, "grace", "how long the process tree has between SIGTERM and SIGKILL, a `duration`")
 	fs.StringVar(&o.events, "events", "", "parse CMD's stdout as this agent event `format`: "+strings.Join(agentevents.Names(), ", ")+"\n(claude: claude -p --output-format stream-json --verbose; codex: codex exec --json)")
 	o.callCap, o.subagentCap = defaultCallCap, defaultSubagentCap
-	fs.Var(durationFlag{d: &o.callCap}, "call-cap", "with --events: the longest a tool call in flight defers the idle rule (default 10m)")
-	fs.Var(durationFlag{d: &o.subagentCap}, "subagent-cap", "with --events: the longest a sub-agent in flight defers the idle rule (default 30m)")
+	fs.Var(durationFlag{d: &o.callCap}, "call-cap", "with --events: the longest `duration` a tool call in flight defers the idle rule")
+	fs.Var(durationFlag{d: &o.subagentCap}, "subagent-cap", "with --events: the longest `duration` a sub-agent in flight defers the idle rule")
 	fs.StringVar(&o.stdoutMode, "stdout", "all", "what of CMD's stdout is evidence without --events: all (every write) or lines (a line that\nrepeats none of the last 8)")
 	fs.StringVar(&o.stderrMode, "stderr", "lines", "what of CMD's stderr is evidence: lines (a line that repeats none of the last 8), all\n(every write) or none")
 	o.checkpoints = defaultCheckpoints
-	fs.Var(durationFlag{d: &o.checkpoints}, "checkpoints", "record the session's evidence this `often` when it changed, so a resume continues\nthe idle rule from it (default 1s; 0: never)")
+	fs.Var(durationFlag{d: &o.checkpoints}, "checkpoints", "record the session's evidence this `often` when it changed, so a resume continues\nthe idle rule from it (0: never)")
 	fs.StringVar(&o.operator, "operator", "", "who an operator's stop by signal is recorded as (default USER@HOST)")
 	fs.StringVar(&o.progress, "progress", "auto", "the progress line on stderr: auto (when stderr is a terminal), always or never")
 
