@@ -21,6 +21,7 @@ import (
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/eventlog"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/inspect"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/pgsource"
+	runcmd "github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/run"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/verify"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/whatif"
 	"github.com/sessionwatchdog/watchdog/stores/postgres"
@@ -40,12 +41,16 @@ const (
 	ExitUsage = 2
 )
 
-const usage = `sessionwatchdog: read and check the event logs the watchdog library records.
+const usage = `sessionwatchdog: run a command under a watchdog, and read and check the event logs
+the watchdog library records.
 
 Usage:
   sessionwatchdog <command> [flags] [arguments]
 
 Commands:
+  run       run a command as a watched session: stopped at its wall clock, or
+            when it shows no sign of work; exits with its exit code, or with
+            one that says why it was stopped (sessionwatchdog help run)
   inspect   show each session's timeline: starts, resumes, verdicts with the
             channel that justified waiting, decisions, actions, outcomes, stops
   verify    re-derive every recorded verdict from the log (replay); exit 1 on
@@ -65,6 +70,8 @@ Exit codes:
   1  a recorded verdict does not check out (mismatch)
   2  usage error, or an input that cannot be read (missing file, corrupt line,
      unreachable database, missing table, corrupt row)
+  run exits with its command's code, or with one of its own that says why it
+  stopped the command (sessionwatchdog help run)
 
 Examples:
   sessionwatchdog inspect events.jsonl
@@ -195,7 +202,16 @@ Examples:
 // returns its exit code. Everything it writes to stdout and stderr passes
 // through a termsafe.Writer: no byte read from an event log or a database
 // reaches the terminal as a control sequence.
+//
+// The run command is the exception: its command's output passes through
+// unchanged (see run.Main), and so does its help.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if runcmd.IsGuard() { // this process is the guard between "run" and its command
+		return runcmd.GuardMain(args)
+	}
+	if len(args) > 0 && args[0] == "run" {
+		return runcmd.Main(args[1:], stdin, stdout, stderr)
+	}
 	out, errOut := termsafe.NewWriter(stdout), termsafe.NewWriter(stderr)
 	code := dispatch(args, stdin, out, errOut)
 	if err := out.Flush(); err != nil && code == ExitOK {
@@ -229,6 +245,9 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		if len(rest) > 0 && rest[0] == "whatif" {
 			return runWhatIf([]string{"--help"}, stdin, stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "run" {
+			return runcmd.Main([]string{"--help"}, stdin, stdout, stderr)
 		}
 		if len(rest) > 0 {
 			fmt.Fprintf(stderr, "sessionwatchdog help: unknown command %q\n", rest[0])

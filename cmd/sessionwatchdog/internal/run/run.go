@@ -1,0 +1,470 @@
+//go:build unix
+
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/lines"
+	"github.com/sessionwatchdog/watchdog/stores/file"
+	"github.com/sessionwatchdog/watchdog/stores/postgres"
+)
+
+// callRecords is how many completed calls a window records
+// (watchdog.WithCallRecords).
+const callRecords = 4096
+
+// Main runs "sessionwatchdog run" with args (after "run") and returns its
+// exit code (see the Exit constants and Usage). CMD's standard input is
+// stdin (passed on as is when it is a file), and its output goes to stdout
+// and stderr unchanged; the wrapper's own lines go to stderr.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	o, code, ok := parseFlags(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	path, err := lookPath(o.command[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "sessionwatchdog run: %v\n", err)
+		if errors.Is(err, errNotExecutable) {
+			return ExitNotExecutable
+		}
+		return ExitNotFound
+	}
+	r := &runner{o: o, path: path, stdin: stdin, stdout: stdout, stderr: stderr}
+	return r.run()
+}
+
+var errNotExecutable = errors.New("not executable")
+
+// lookPath finds the command as a shell would, telling a command that is
+// not there from one that cannot be run.
+func lookPath(name string) (string, error) {
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p, nil
+	}
+	if errors.Is(err, exec.ErrDot) {
+		return p, nil // ./name, found through a relative PATH entry: run it as a shell would
+	}
+	if strings.Contains(name, "/") {
+		if fi, serr := os.Stat(name); serr == nil {
+			if fi.IsDir() {
+				return "", fmt.Errorf("%s: is a directory: %w", name, errNotExecutable)
+			}
+			return "", fmt.Errorf("%s: permission denied: %w", name, errNotExecutable)
+		}
+		return "", fmt.Errorf("%s: no such file", name)
+	}
+	return "", fmt.Errorf("%s: command not found", name)
+}
+
+// runner is one run of the command.
+type runner struct {
+	o              options
+	path           string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+
+	track    *tracker
+	progress *progress // nil: no progress line
+
+	pgid      atomic.Int64 // the command's process group, once started
+	signaled  atomic.Int32 // the first signal the operator sent, 0 if none
+	forwarded atomic.Bool  // the operator's signal was forwarded to the group
+	exitCode  atomic.Int32 // the command's exit status when it ended by itself, -1 before
+}
+
+func (r *runner) say(format string, a ...any) {
+	if r.progress != nil {
+		r.progress.done()
+	}
+	fmt.Fprintf(r.stderr, "sessionwatchdog run: "+format+"\n", a...)
+}
+
+func (r *runner) run() int {
+	ctx := context.Background()
+	r.exitCode.Store(-1)
+	r.track = newTracker(r.o.policy.Channels)
+	if r.wantProgress() {
+		r.progress = &progress{w: r.stderr}
+	}
+
+	store, where, closeStore, err := r.openStore(ctx)
+	if err != nil {
+		r.say("%v", err)
+		return ExitFailed
+	}
+	defer closeStore()
+	opts := []watchdog.Option{
+		watchdog.WithStore(store),
+		watchdog.WithCallRecords(callRecords),
+		watchdog.WithObserver(watchdog.Observer{OnEvent: r.track.observe}),
+	}
+	if r.o.checkpoints > 0 {
+		opts = append(opts, watchdog.WithCheckpoints(r.o.checkpoints))
+	}
+	w := watchdog.New(opts...)
+	closed := false
+	closeW := func() error {
+		if closed {
+			return nil
+		}
+		closed = true
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return w.Close(cctx)
+	}
+	defer closeW()
+
+	// Signals: from now on, the operator's stop is forwarded and recorded.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	s, how, err := r.open(ctx, w)
+	if err != nil {
+		r.say("session %q: %v", r.o.session, err)
+		return ExitFailed
+	}
+	r.say("session %s, window %d (%s), recording to %s", s.ID(), s.Window(), how, where)
+
+	stopSignals := make(chan struct{})
+	var sigWG sync.WaitGroup
+	sigWG.Add(1)
+	go func() {
+		defer sigWG.Done()
+		r.forwardSignals(s, sigs, stopSignals)
+	}()
+	stopProgress := r.startProgress(s)
+
+	res, runErr := s.Run(func(ctx context.Context) error { return r.supervise(ctx, w, s) })
+
+	stopProgress()
+	close(stopSignals)
+	sigWG.Wait()
+	closeErr := closeW()
+	code := r.exitFor(res, runErr)
+	r.summary(res, runErr, code, where)
+	if closeErr != nil {
+		r.say("the event log may be incomplete: %v", closeErr)
+		return ExitFailed
+	}
+	return code
+}
+
+// wantProgress reports whether to keep a progress line on stderr.
+func (r *runner) wantProgress() bool {
+	switch r.o.progress {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	f, ok := r.stderr.(*os.File)
+	if !ok || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// openStore opens the event store: the file (--log) or PostgreSQL (--dsn).
+// where names it for the user (never the DSN, which may hold a password).
+func (r *runner) openStore(ctx context.Context) (watchdog.EventStore, string, func(), error) {
+	if r.o.dsn != "" {
+		pool, err := pgxpool.New(ctx, r.o.dsn)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("--dsn: %v", err)
+		}
+		var opts []postgres.Option
+		table := postgres.DefaultTable
+		if r.o.table != "" {
+			table = r.o.table
+			opts = append(opts, postgres.WithTable(table))
+		}
+		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		st, err := postgres.New(octx, pool, opts...)
+		if err != nil {
+			pool.Close()
+			return nil, "", nil, fmt.Errorf("--dsn: %v", err)
+		}
+		return st, "postgres table " + table, func() { _ = st.Close(); pool.Close() }, nil
+	}
+	st, err := file.Open(r.o.logPath)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("--log %s: %v", r.o.logPath, err)
+	}
+	where := r.o.logPath
+	if abs, err := filepath.Abs(where); err == nil {
+		where = abs
+	}
+	return st, where, func() { _ = st.Close() }, nil
+}
+
+// open resumes the session if the store knows it, and starts it otherwise.
+func (r *runner) open(ctx context.Context, w *watchdog.Watchdog) (*watchdog.Session, string, error) {
+	s, err := w.Resume(ctx, r.o.session, r.o.policy)
+	if err == nil {
+		return s, fmt.Sprintf("resumed: its budget counts from %s", s.WindowStartedAt().Format(time.RFC3339Nano)), nil
+	}
+	if !errors.Is(err, watchdog.ErrUnknownSession) {
+		return nil, "", err
+	}
+	s, err = w.Start(ctx, r.o.session, time.Now(), r.o.policy)
+	return s, "started", err
+}
+
+// supervise runs the command in the session's context and waits for it.
+func (r *runner) supervise(ctx context.Context, w *watchdog.Watchdog, s *watchdog.Session) error {
+	// A resumed window may be past a limit already: let the watchdog
+	// decide before anything starts.
+	if err := w.Check(ctx); err != nil && ctx.Err() == nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	cmd, err := command(ctx, r.o.grace, r.path, r.o.command)
+	if err != nil {
+		return err
+	}
+	cmd.Stdin = r.stdin
+
+	var calls *calls
+	stdout := r.progress.writer(r.stdout)
+	var evw *eventWriter
+	switch {
+	case r.o.parser != nil:
+		calls = newCalls(ctx, s, r.o.callCap, r.o.subagentCap, r.track)
+		evw = &eventWriter{out: stdout, parser: r.o.parser, calls: calls}
+		cmd.Stdout = evw
+	case r.o.stdoutMode == "lines":
+		cmd.Stdout = lines.Writer(s, watchdog.ChannelStdout, trackWriter{r.track, watchdog.ChannelStdout, stdout})
+	default:
+		cmd.Stdout = s.Writer(watchdog.ChannelStdout, trackWriter{r.track, watchdog.ChannelStdout, stdout})
+	}
+	stderr := r.progress.writer(r.stderr)
+	switch r.o.stderrMode {
+	case "none":
+		cmd.Stderr = stderr
+	default:
+		ch, err := s.Channel(stderrChannel)
+		if err != nil { // a resumed window under a recorded policy without it
+			ch = watchdog.ChannelStdout
+		}
+		if r.o.stderrMode == "lines" {
+			cmd.Stderr = lines.Writer(s, ch, stderr)
+		} else {
+			cmd.Stderr = s.Writer(ch, trackWriter{r.track, ch, stderr})
+		}
+	}
+
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", r.o.command[0], err)
+	}
+	r.pgid.Store(int64(cmd.Process.Pid))
+	r.forward() // the operator's signal may have come while it started
+	waitErr := cmd.Wait()
+	if evw != nil {
+		evw.Flush()
+	}
+	if calls != nil {
+		calls.wait()
+	}
+	if cause := context.Cause(ctx); cause != nil {
+		return cause
+	}
+	var ee *exec.ExitError
+	switch {
+	case waitErr == nil:
+		r.exitCode.Store(0)
+		return nil
+	case errors.As(waitErr, &ee):
+		code := ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = ExitSignalBase + int(ws.Signal())
+		}
+		r.exitCode.Store(int32(code))
+		return fmt.Errorf("%s exited with status %d", r.o.command[0], code)
+	default:
+		return waitErr
+	}
+}
+
+// trackWriter notes evidence on ch for every non-empty write it passes on
+// (the evidence itself is recorded by the Session.Writer around it).
+type trackWriter struct {
+	t  *tracker
+	ch watchdog.Channel
+	w  io.Writer
+}
+
+func (tw trackWriter) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		tw.t.touched(tw.ch)
+	}
+	return tw.w.Write(p)
+}
+
+// forwardSignals forwards the operator's SIGINT, SIGTERM or SIGHUP to the
+// command's process group and records the operator's stop; a second signal
+// kills the group at once.
+func (r *runner) forwardSignals(s *watchdog.Session, sigs <-chan os.Signal, stop <-chan struct{}) {
+	for n := 0; ; n++ {
+		var sig os.Signal
+		select {
+		case <-stop:
+			return
+		case sig = <-sigs:
+		}
+		ss, ok := sig.(syscall.Signal)
+		if !ok {
+			continue
+		}
+		if n > 0 {
+			if pgid := int(r.pgid.Load()); pgid != 0 {
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			}
+			continue
+		}
+		r.signaled.Store(int32(ss))
+		r.forward()
+		why := fmt.Sprintf("%s received by sessionwatchdog run (pid %d): forwarded to the process tree", signalName(ss), os.Getpid())
+		if err := s.StopBy(r.o.operator, why); err != nil {
+			r.say("recording the operator's stop: %v", err)
+		}
+	}
+}
+
+// forward sends the operator's signal to the command's process group, once
+// both are known: the signal handler and the command's start each store
+// theirs, then call it, so that one of them sends it, and only one.
+func (r *runner) forward() {
+	pgid, sig := r.pgid.Load(), r.signaled.Load()
+	if pgid != 0 && sig != 0 && r.forwarded.CompareAndSwap(false, true) {
+		_ = syscall.Kill(-int(pgid), syscall.Signal(sig))
+	}
+}
+
+// signalName is SIGINT, SIGTERM, SIGHUP, or the signal's number.
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}
+
+// startProgress keeps the progress line up to date every second, until the
+// returned func is called.
+func (r *runner) startProgress(s *watchdog.Session) (stop func()) {
+	if r.progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				line := fmt.Sprintf("[sessionwatchdog] %s %s of %s · %s",
+					s.ID(), roundAge(now.Sub(s.WindowStartedAt())), roundAge(s.Deadline().Sub(s.WindowStartedAt())), r.track.ages(now))
+				if n := r.track.inFlight.Load(); n > 0 {
+					line += fmt.Sprintf(" · %d call(s) in flight", n)
+				}
+				r.progress.show(line)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+		r.progress.done()
+	}
+}
+
+// exitFor is the wrapper's exit code for the window's result.
+func (r *runner) exitFor(res watchdog.Result, runErr error) int {
+	switch res.StopReasonCode {
+	case watchdog.StopCompleted, watchdog.StopFailed:
+		if c := r.exitCode.Load(); c >= 0 {
+			return int(c)
+		}
+		if errors.Is(runErr, errNotExecutable) {
+			return ExitNotExecutable
+		}
+		return ExitFailed // the command could not be started, or was not waited for
+	case watchdog.StopRequested:
+		if sig := r.signaled.Load(); sig != 0 {
+			return ExitSignalBase + int(sig)
+		}
+		return ExitSignalBase + int(syscall.SIGTERM)
+	case "watchdog_wall_clock_exceeded":
+		return ExitWallClock
+	case "watchdog_idle_exceeded":
+		return ExitIdle
+	case "watchdog_session_ceiling_exceeded":
+		return ExitCeiling
+	}
+	var v *watchdog.VerdictError
+	if errors.As(runErr, &v) {
+		return ExitOtherVerdict
+	}
+	return ExitFailed
+}
+
+// summary writes the one-line summary: why the window ended, how long it
+// ran, the exit code, and the channel with the freshest evidence.
+func (r *runner) summary(res watchdog.Result, runErr error, code int, where string) {
+	now := time.Now()
+	why := res.StopReasonCode
+	switch {
+	case why == watchdog.StopFailed && r.exitCode.Load() >= 0:
+		why = fmt.Sprintf("failed (%s exited with status %d)", r.o.command[0], r.exitCode.Load())
+	case why == watchdog.StopFailed && runErr != nil:
+		why = "failed (" + oneLine(runErr.Error()) + ")"
+	case why == watchdog.StopRequested:
+		why = fmt.Sprintf("stop_requested (%s, by %s)", signalName(syscall.Signal(r.signaled.Load())), r.o.operator)
+	}
+	fresh := "no channel had evidence"
+	if f := r.track.freshest(); len(f) > 0 {
+		fresh = fmt.Sprintf("last fresh: %s, %s before the end", f[0].name, roundAge(now.Sub(f[0].at)))
+	}
+	r.say("%s after %s, exit %d; %s; session %s window %d (%s)",
+		why, res.Elapsed.Round(time.Millisecond), code, fresh, res.SessionID, res.Window, where)
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}

@@ -1,0 +1,24 @@
+//go:build !unix
+
+package run
+
+import (
+	"fmt"
+	"io"
+)
+
+// Main runs "sessionwatchdog run": it needs a Unix system (the process
+// group kill of watchdog.Command).
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if _, code, ok := parseFlags(args, stdout, stderr); !ok {
+		return code
+	}
+	fmt.Fprintln(stderr, "sessionwatchdog run: not supported on this system (it needs Unix process groups)")
+	return ExitFailed
+}
+
+// IsGuard reports whether this process is the guard of a run: never here.
+func IsGuard() bool { return false }
+
+// GuardMain is the guard's program, on Linux only.
+func GuardMain(args []string) int { return ExitFailed }
