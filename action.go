@@ -2,7 +2,6 @@ package watchdog
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -116,18 +115,14 @@ func (a *actor) Barrier(ctx context.Context) error {
 	}
 }
 
-// close stops the actor: it cancels the context of the running actions and
-// callbacks and waits for them to return, until ctx ends.
-func (a *actor) close(ctx context.Context) error {
+// stop stops the actor and cancels the context of the running actions and
+// callbacks; the channel it returns is closed once they have returned.
+func (a *actor) stop() <-chan struct{} {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.stopped = true
-	idle := a.idle
-	a.mu.Unlock()
 	a.cancel()
-	if !waitUntil(ctx, idle) {
-		return fmt.Errorf("watchdog: close: an action or callback ignores its context and is still running: %w", ctx.Err())
-	}
-	return nil
+	return a.idle
 }
 
 // runAction re-derives the verdict at the action's own instant, runs the

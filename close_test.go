@@ -2,6 +2,9 @@ package watchdog_test
 
 import (
 	"context"
+	"os"
+	"runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -79,4 +82,94 @@ func TestCloseHonoursItsContextWhileAnActionBlocks(t *testing.T) {
 		close(unblock)
 		synctest.Wait()
 	})
+}
+
+// An action stuck in user code that ignores its context uses up Close's
+// deadline: Close's error names the action and nothing else (the scheduler,
+// the recorder and the store are not stuck), and Close releases everything
+// the Watchdog owns all the same: on Linux the backstop's timerfd and the
+// goroutine reading it. The real clock (outside synctest) so that there is
+// a backstop.
+func TestCloseNamesOnlyAStuckActionAndLeaksNothing(t *testing.T) {
+	fds, before := openFDs(), goroutines()
+	unblock, entered := make(chan struct{}), make(chan struct{})
+	w := watchdog.New(watchdog.WithAction(func(ctx context.Context, s *watchdog.Session, v *watchdog.VerdictError) error {
+		close(entered)
+		<-unblock // ignores ctx
+		return nil
+	}))
+	_, err := w.Start(context.Background(), "s", time.Now(), watchdog.Policy{WallClock: time.Millisecond})
+	require.NoError(t, err)
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the action did not start within 10s of a 1ms wall clock")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = w.Close(ctx)
+	close(unblock)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "still running in user code that ignores its context: an action or Wait callback")
+	for _, innocent := range []string{"scheduler", "recorder", "Append", "OnSchedulerTick", "not recorded"} {
+		assert.NotContains(t, err.Error(), innocent)
+	}
+	assert.Equal(t, fds, openFDs(), "file descriptors open before New and after Close")
+	// The action's own goroutine ends once the action returns; nothing of
+	// the Watchdog's outlives Close.
+	deadline := time.Now().Add(5 * time.Second)
+	for left := newWatchdogGoroutines(before); left != ""; left = newWatchdogGoroutines(before) {
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines of the Watchdog still running 5s after Close and the action returned:\n%s", left)
+		}
+		runtime.Gosched()
+	}
+}
+
+// openFDs lists the process's open file descriptors and what they are
+// (nil off Linux, where there is no /proc/self/fd).
+func openFDs() []string {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return nil
+	}
+	var fds []string
+	for _, e := range ents {
+		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		fds = append(fds, e.Name()+" -> "+target)
+	}
+	return fds
+}
+
+// goroutines returns the stacks of every goroutine, by their header line
+// ("goroutine 7 [select]:" without the state).
+func goroutines() map[string]string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	all := make(map[string]string)
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		id, _, _ := strings.Cut(g, " [")
+		all[id] = g
+	}
+	return all
+}
+
+// newWatchdogGoroutines returns the stacks of the goroutines running the
+// library's code that were not in before.
+func newWatchdogGoroutines(before map[string]string) string {
+	var left []string
+	for id, g := range goroutines() {
+		if _, old := before[id]; !old && (strings.Contains(g, "sessionwatchdog/watchdog.") ||
+			strings.Contains(g, "sessionwatchdog/watchdog/internal/")) && !strings.Contains(g, "watchdog_test.") {
+			left = append(left, g)
+		}
+	}
+	return strings.Join(left, "\n\n")
 }

@@ -166,9 +166,11 @@ func (w *Watchdog) delay(due int64) time.Duration {
 	return time.Duration(due - now)
 }
 
-// closeTimer stops the clock timer for good, once the scheduler goroutine
-// has returned: later arms do nothing.
-func (w *Watchdog) closeTimer() {
+// closeTimer stops the clock timer for good and closes the backstop, even
+// while the scheduler goroutine is stuck in user code (a later arm of its
+// finds the backstop closed); the other Clocks' timer, which that goroutine
+// owns, once it has returned (schedDone).
+func (w *Watchdog) closeTimer(schedDone bool) {
 	w.timerMu.Lock()
 	w.armedAt.Store(math.MinInt64)
 	if w.rt != nil {
@@ -178,7 +180,7 @@ func (w *Watchdog) closeTimer() {
 		w.bs.Close()
 	}
 	w.timerMu.Unlock()
-	if w.timer != nil {
+	if schedDone && w.timer != nil {
 		w.timer.Stop()
 		w.timer = nil
 	}

@@ -426,14 +426,13 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		if w.fleet != nil {
 			w.fleet.cancel() // ends a heartbeat or an adoption in progress
 		}
-		actErr := w.act.close(ctx)
+		acting := w.act.stop() // waited for last: a stuck action holds up nothing else
 		// Every wait below ends by ctx's end: a goroutine held by user code
-		// that ignores its context (a Clock, a hook, a store) is named in
-		// the error and left behind.
+		// that ignores its context (a Clock, a hook, a store, an action) is
+		// named in the error and left behind.
 		var stuck []string
-		if waitUntil(ctx, w.schedDone) { // its last pass may still arm the timer
-			w.closeTimer()
-		} else {
+		sched := waitUntil(ctx, w.schedDone)
+		if w.closeTimer(sched); !sched {
 			stuck = append(stuck, "the scheduler goroutine (in a call of the Clock)")
 		}
 		for _, s := range live {
@@ -457,12 +456,15 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		if w.tickObs != nil && !waitUntil(ctx, w.tickObs.done) {
 			stuck = append(stuck, "Observer.OnSchedulerTick")
 		}
+		if !waitUntil(ctx, acting) {
+			stuck = append(stuck, "an action or Wait callback")
+		}
 		var stuckErr error
 		if len(stuck) > 0 {
 			stuckErr = fmt.Errorf("watchdog: close: %w: still running in user code that ignores its context: %s",
 				ctx.Err(), strings.Join(stuck, "; "))
 		}
-		w.closeErr = errors.Join(actErr, recErr, relErr, stuckErr)
+		w.closeErr = errors.Join(recErr, relErr, stuckErr)
 		if w.closeErr != nil {
 			w.log.Error("watchdog: closed with events not recorded", zap.Error(w.closeErr))
 		}
@@ -476,13 +478,18 @@ func (w *Watchdog) Close(ctx context.Context) error {
 const appendTimeout = 10 * time.Second
 
 // waitUntil waits for done to be closed until ctx ends; it reports whether
-// it was.
+// it was (done wins when both are).
 func waitUntil(ctx context.Context, done <-chan struct{}) bool {
 	select {
 	case <-done:
 		return true
 	case <-ctx.Done():
-		return false
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
 	}
 }
 
