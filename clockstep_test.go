@@ -108,3 +108,46 @@ func TestAResumeAfterAWallClockStepKeepsTheTrueBudget(t *testing.T) {
 		assert.Equal(t, 2*time.Hour+time.Nanosecond, time.Since(start))
 	})
 }
+
+// A Watchdog that sees its wall clock stepped back an hour and closes
+// cleanly, whether or not it recorded anything after the step: the next
+// process, on the stepped clock, resumes the window with its true budget.
+// Before the fix, with nothing recorded after the step, the restart read
+// the start on the old clock and fired an hour late.
+func TestAStepBackBeforeACleanCloseDoesNotDelayTheResumedWindow(t *testing.T) {
+	for _, recordedAfter := range []bool{false, true} {
+		t.Run(map[bool]string{false: "nothing recorded after the step", true: "an event recorded after the step"}[recordedAfter], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := watchdog.NewMemoryStore()
+				w1 := watchdog.New(watchdog.WithStore(store))
+				start := time.Now()
+				p := watchdog.Policy{WallClock: 2 * time.Hour, LivenessRules: []string{"probe"}}
+				s, err := w1.Start(context.Background(), "s", start, p)
+				require.NoError(t, err)
+				time.Sleep(10 * time.Minute)
+				watchdog.StepWallClock(w1, -time.Hour)
+				time.Sleep(time.Minute)
+				if recordedAfter {
+					_, err = s.ReportLiveness("probe", true)
+					require.NoError(t, err)
+				} else {
+					s.Touch(watchdog.ChannelWorkspace) // evidence, but no record
+				}
+				time.Sleep(9 * time.Minute)
+				require.NoError(t, w1.Close(context.Background()))
+
+				w2 := watchdog.New(watchdog.WithStore(store))
+				defer w2.Close(context.Background())
+				watchdog.StepWallClock(w2, -time.Hour)
+				r, err := w2.Resume(context.Background(), "s", p)
+				require.NoError(t, err)
+				assert.Equal(t, start.Add(-time.Hour+2*time.Hour).UTC(), r.Deadline().UTC(), "2 h after the start, on the stepped clock")
+				<-r.Context().Done()
+				assert.Equal(t, 2*time.Hour+time.Nanosecond, time.Since(start), "fired when the budget of elapsed time ran out")
+				mismatches, err := watchdog.Replay(load(t, store, "s"))
+				require.NoError(t, err)
+				assert.Empty(t, mismatches)
+			})
+		})
+	}
+}

@@ -382,7 +382,8 @@ func (w *Watchdog) Check(ctx context.Context) error {
 
 // Close stops the scheduler, cancels the context of every session still
 // watched with cause ErrClosed (recording no terminal event, so each can be
-// resumed where it was), makes a last attempt to record every pending event
+// resumed where it was; after a step of the wall clock, a checkpoint, so
+// that a restart times it on the stepped clock), makes a last attempt to record every pending event
 // until ctx ends, and waits for every goroutine the Watchdog started, until
 // ctx ends. Callers blocked in Within or Call are released with ErrClosed; a
 // handler function that ignores its context is user code and is not waited
@@ -399,10 +400,17 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		if ctx == nil {
 			ctx = context.Background()
 		}
+		var now time.Time
+		if w.rt != nil || w.offset.Load() != 0 { // else no step was seen: a Clock of the user's (it may hang) is not read
+			now = w.now()
+		}
 		w.mu.Lock()
 		w.closed = true
 		live := w.sessions.All()
 		for _, s := range live {
+			if w.offset.Load() != 0 && s.state.Load() == stateRunning { // the window's instants on the stepped clock, for a restart
+				w.record(nil, s.event(KindCheckpoint, now))
+			}
 			s.state.Store(stateClosed)
 			w.heap.Remove(&s.item)
 			s.dropLocked()
