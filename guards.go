@@ -1,9 +1,11 @@
 package watchdog
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -140,7 +142,9 @@ func checkLoaded(e *Event, id string) error {
 	return nil
 }
 
-// loadEvents calls the store's Load, turning a panic into an error.
+// loadEvents calls the store's Load, turning a panic into an error, and
+// puts the events in append order by their Seq (when the store assigned
+// every one, as it must): the store's own order is not trusted.
 func (w *Watchdog) loadEvents(ctx context.Context, id string) (evs []Event, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -148,7 +152,13 @@ func (w *Watchdog) loadEvents(ctx context.Context, id string) (evs []Event, err 
 			err = fmt.Errorf("store Load panicked: %v", p)
 		}
 	}()
-	return w.store.Load(ctx, id)
+	evs, err = w.store.Load(ctx, id)
+	bySeq := func(a, b Event) int { return cmp.Compare(a.Seq, b.Seq) }
+	if !slices.IsSortedFunc(evs, bySeq) && !slices.ContainsFunc(evs, func(e Event) bool { return e.Seq == 0 }) {
+		evs = slices.Clone(evs) // the store's slice is left alone
+		slices.SortStableFunc(evs, bySeq)
+	}
+	return evs, err
 }
 
 // coalescible reports whether en is a CONTINUE record that a later one of

@@ -3,6 +3,8 @@ package watchdog_test
 import (
 	"context"
 	"encoding/json"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -90,4 +92,58 @@ func TestSaveProgressRefusesBadPayloadsAndEndedWindows(t *testing.T) {
 		assert.Equal(t, []string{watchdog.KindStart, watchdog.KindCheckpoint, watchdog.KindDecision, watchdog.KindCancel}, kinds(load(t, store, "agent")))
 		require.NoError(t, w.Close(ctx))
 	})
+}
+
+// disorderedStore returns a session's events in another order than they
+// were appended, as a faulty store might.
+type disorderedStore struct {
+	*watchdog.MemoryStore
+	reorder func([]watchdog.Event)
+}
+
+func (d *disorderedStore) Load(ctx context.Context, id string) ([]watchdog.Event, error) {
+	evs, err := d.MemoryStore.Load(ctx, id)
+	d.reorder(evs)
+	return evs, err
+}
+
+// Resume orders the store's events by their Seq: a store that returns
+// them reversed or shuffled neither takes the progress back (3 to 1) nor
+// moves the window. Before the fix the last event in the store's order won.
+func TestResumeDoesNotTrustTheStoresEventOrder(t *testing.T) {
+	for name, reorder := range map[string]func([]watchdog.Event){
+		"reversed": slices.Reverse[[]watchdog.Event],
+		"shuffled": func(evs []watchdog.Event) {
+			r := rand.New(rand.NewPCG(1, 2))
+			for evs[len(evs)-1].ProgressValue == 3 { // the progress saved last is not last
+				r.Shuffle(len(evs), func(i, j int) { evs[i], evs[j] = evs[j], evs[i] })
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				store := watchdog.NewMemoryStore()
+				w1 := watchdog.New(watchdog.WithStore(store))
+				p := watchdog.Policy{WallClock: time.Hour}
+				s, err := w1.Start(ctx, "agent", time.Now(), p)
+				require.NoError(t, err)
+				for i := range uint64(3) {
+					time.Sleep(time.Minute)
+					require.NoError(t, s.SaveProgress(i+1, nil))
+				}
+				deadline := s.Deadline()
+				require.NoError(t, w1.Close(ctx))
+
+				w2 := watchdog.New(watchdog.WithStore(&disorderedStore{store, reorder}))
+				defer w2.Close(ctx)
+				r, err := w2.Resume(ctx, "agent", p)
+				require.NoError(t, err)
+				n, _ := r.LastProgress()
+				assert.Equal(t, uint64(3), n, "the progress saved last")
+				assert.Equal(t, 1, r.Window())
+				assert.Equal(t, deadline, r.Deadline())
+			})
+		})
+	}
 }
