@@ -3,6 +3,7 @@ package watchdog_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -457,4 +458,59 @@ func TestStatsSaysHowLongTheOldestRecordHasWaited(t *testing.T) {
 	st = w.Stats()
 	assert.Zero(t, st.Queued)
 	assert.Zero(t, st.OldestQueued)
+}
+
+// countingClock counts the timers armed on a mock: the scheduler arms one
+// per pass that leaves a deadline to wait for.
+type countingClock struct {
+	*clock.Mock
+	armed atomic.Int64
+}
+
+func (c *countingClock) AfterFunc(d time.Duration, f func()) *clock.Timer {
+	c.armed.Add(1)
+	return c.Mock.AfterFunc(d, f)
+}
+
+// A session started at an edge of the instants the Watchdog can time
+// (1678, 2262) under the longest budget a Duration holds never makes the
+// scheduler spin. Started in 1678, its 292-year budget ran out in 1970: it
+// ends at once (before the fix, a saturated age never exceeded the budget
+// while its instant, long past, came round at every pass). Started a
+// second before the end of 2262, its deadline is past the end of the
+// timeline and never comes (before the fix, it came at every pass once the
+// clock reached the end).
+func TestASessionAtTheEdgeOfTimeWithTheLongestBudgetNeverSpinsTheScheduler(t *testing.T) {
+	longest := time.Duration(math.MaxInt64)
+	for name, tc := range map[string]struct {
+		clockAt, start time.Time
+		p              watchdog.Policy
+		ends           bool
+	}{
+		"started in 1678":   {t0, time.Unix(0, math.MinInt64).Add(time.Hour), watchdog.Policy{WallClock: longest, SessionCeiling: longest}, true},
+		"idle since 1678":   {t0, time.Unix(0, math.MinInt64).Add(time.Hour), watchdog.Policy{WallClock: longest, IdleWindow: longest, StartupGrace: longest}, true},
+		"started near 2262": {time.Unix(0, math.MaxInt64).Add(-time.Second), time.Unix(0, math.MaxInt64).Add(-time.Second), watchdog.Policy{WallClock: time.Hour}, false},
+		"longest from 2262": {time.Unix(0, math.MaxInt64).Add(-time.Second), time.Unix(0, math.MaxInt64).Add(-time.Second), watchdog.Policy{WallClock: longest, IdleWindow: longest}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mock := newMock()
+			mock.Set(tc.clockAt)
+			c := &countingClock{Mock: mock}
+			w := watchdog.New(watchdog.WithClock(c))
+			defer w.Close(context.Background())
+			s, err := w.Start(context.Background(), "s", tc.start, tc.p)
+			require.NoError(t, err)
+			for range 10 {
+				mock.Add(time.Second)
+				require.NoError(t, w.Check(context.Background()))
+			}
+			assert.LessOrEqual(t, c.armed.Load(), int64(2), "timers armed over 10 passes")
+			if tc.ends {
+				var v *watchdog.VerdictError
+				require.ErrorAs(t, context.Cause(s.Context()), &v, "ended by a rule")
+			} else {
+				require.NoError(t, s.Context().Err())
+			}
+		})
+	}
 }

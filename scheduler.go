@@ -60,7 +60,7 @@ func (w *Watchdog) pass() {
 	w.leaseFirst()
 	w.armedAt.Store(math.MaxInt64) // in a pass: a deadline pushed meanwhile arms its own timer
 	now := w.now()
-	nowNs := toNanos(now)
+	nowNs := min(toNanos(now), math.MaxInt64-1) // due at MaxInt64: past the timeline's end (2262), never
 	ef := &w.ef
 	w.mu.Lock()
 	// Pop every due item first: whatever a handler pushes back during this
@@ -88,10 +88,10 @@ func (w *Watchdog) pass() {
 }
 
 // topDueLocked returns the heap's earliest due instant, and false if the
-// heap is empty. Called with w.mu held.
+// heap holds none that can come. Called with w.mu held.
 func (w *Watchdog) topDueLocked() (int64, bool) {
 	top := w.heap.Peek()
-	if top == nil {
+	if top == nil || top.Due == math.MaxInt64 {
 		return 0, false
 	}
 	return top.Due, true

@@ -4,7 +4,10 @@
 // with fixed instants and get the same answer every time.
 package decide
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Rule names one rule of the watchdog. The absolute rules (wall clock and the
 // ceilings) act as soon as they are exceeded; the idle rule waits for its
@@ -181,6 +184,14 @@ const (
 
 func after(t time.Time, d time.Duration) time.Time { return t.Add(d).Add(time.Nanosecond) }
 
+// satAdd is a + b for non-negative durations, saturating.
+func satAdd(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
 func earliest(a, b time.Time) time.Time {
 	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
 		return b
@@ -213,36 +224,44 @@ func Decide(l Limits, s Snapshot, now time.Time) Verdict {
 		return v
 	}
 
-	// Absolute rules: no evidence extends them.
+	// Absolute rules: no evidence extends them. Each is exceeded at the
+	// instant it is next looked at (Next), compared as instants: a
+	// measure longer than a Duration holds (a start 300 years ago)
+	// saturates now.Sub, which would never exceed the longest budget
+	// while its instant came round again and again.
 	if l.SessionCeiling > 0 && !s.State.Advised.Has(RuleSessionCeiling) {
-		age := now.Sub(s.SessionStartedAt)
-		if age > l.SessionCeiling {
-			return act(RuleSessionCeiling, age, l.SessionCeiling)
+		due := after(s.SessionStartedAt, l.SessionCeiling)
+		if !now.Before(due) {
+			return act(RuleSessionCeiling, now.Sub(s.SessionStartedAt), l.SessionCeiling)
 		}
-		v.Next = earliest(v.Next, after(s.SessionStartedAt, l.SessionCeiling))
+		v.Next = earliest(v.Next, due)
 	}
 	if l.ChildWaitCeiling > 0 && !s.State.Advised.Has(RuleChildrenWait) {
-		wait := s.ChildWait
-		if !s.ChildWaitOpenSince.IsZero() {
-			wait += max(now.Sub(s.ChildWaitOpenSince), 0)
+		wait, open := s.ChildWait, s.ChildWaitOpenSince
+		if !open.IsZero() {
+			wait = satAdd(wait, max(now.Sub(open), 0))
 		}
-		if wait > l.ChildWaitCeiling {
+		// The closed waits alone exceed the ceiling, or the open one
+		// makes them exceed it after(open, what is left).
+		due := time.Time{}
+		if !open.IsZero() && s.ChildWait <= l.ChildWaitCeiling {
+			due = after(open, l.ChildWaitCeiling-s.ChildWait)
+		}
+		if s.ChildWait > l.ChildWaitCeiling || !due.IsZero() && !now.Before(due) {
 			return act(RuleChildrenWait, wait, l.ChildWaitCeiling)
 		}
-		if !s.ChildWaitOpenSince.IsZero() {
-			v.Next = earliest(v.Next, after(now, l.ChildWaitCeiling-wait))
-		}
+		v.Next = earliest(v.Next, due)
 	}
 	if !s.State.Advised.Has(RuleWallClock) {
 		from := s.WindowStartedAt
 		if s.BudgetFrom.After(from) {
 			from = s.BudgetFrom
 		}
-		age := now.Sub(from)
-		if age > l.WallClock {
-			return act(RuleWallClock, age, l.WallClock)
+		due := after(from, l.WallClock)
+		if !now.Before(due) {
+			return act(RuleWallClock, now.Sub(from), l.WallClock)
 		}
-		v.Next = earliest(v.Next, after(from, l.WallClock))
+		v.Next = earliest(v.Next, due)
 	}
 	if l.IdleWindow <= 0 || len(s.Channels) == 0 || s.Waiting {
 		return v
@@ -280,14 +299,14 @@ func Decide(l Limits, s Snapshot, now time.Time) Verdict {
 	}
 	silence := now.Sub(ref)
 	if l.EvidenceTTL > 0 {
-		capped := l.MaxIdleDeferral > 0 && now.Sub(idleDue) > l.MaxIdleDeferral
+		capped := l.MaxIdleDeferral > 0 && !now.Before(after(idleDue, l.MaxIdleDeferral))
 		best, bestLast := -1, Never
 		for i, c := range s.Channels[1:] {
 			if c.Last != Never && c.Last > bestLast {
 				best, bestLast = i+1, c.Last
 			}
 		}
-		if best > 0 && !capped && now.Sub(time.Unix(0, bestLast)) <= l.EvidenceTTL {
+		if best > 0 && !capped && now.Before(after(time.Unix(0, bestLast), l.EvidenceTTL)) {
 			v.Deferred, v.ActiveChannel, v.Record, v.Rule = true, best, true, RuleIdle
 			v.Elapsed, v.Budget = silence, l.IdleWindow
 			v.Next = earliest(v.Next, after(time.Unix(0, bestLast), l.EvidenceTTL))
