@@ -33,7 +33,13 @@
 // it is a symbolic link, and refuses anything else that is not a regular
 // file (a directory, a FIFO, a device) the same way, without opening it.
 // On Unix it opens with O_NOFOLLOW and checks that the file it opened is
-// the one at the path, so a link swapped in meanwhile is refused too.
+// the one at the path, so a link swapped in meanwhile is refused too. On
+// Unix it also refuses a file that has another name (a hard link: a link
+// count above 1), with an error that names the path and the link count:
+// the store would append its events into the file another program, or a
+// backup made with hard links, reads under the other name, and a
+// compaction (which renames a new file over the path) would leave that name
+// with the old content. A link made after Open is not seen.
 //
 // Open never changes an existing file's mode: it keeps it as it is (only a
 // file it creates gets 0600), and logs a warning (WithLogger) when group or

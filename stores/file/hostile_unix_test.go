@@ -99,3 +99,26 @@ func TestOpenKeepsAnExistingFilesModeAndWarnsWhenOthersCanWrite(t *testing.T) {
 		})
 	}
 }
+
+// A hard link at the path is another name of another program's file (or of
+// a backup that shares the inode): the store would append its events into
+// it, and a compaction would silently split the two names. Open refuses
+// it, naming the path and the link count, and leaves the file as it was.
+func TestOpenRefusesAHardLinkAtItsPath(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other-program.jsonl")
+	content := []byte(eventLine("e1", 1))
+	require.NoError(t, os.WriteFile(other, content, 0o600))
+	path := filepath.Join(dir, "events.jsonl")
+	require.NoError(t, os.Link(other, path))
+	_, err := file.Open(path)
+	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), path)
+	assert.Contains(t, err.Error(), "2 links")
+	got, rerr := os.ReadFile(other)
+	require.NoError(t, rerr)
+	assert.Equal(t, content, got, "the other name's file is untouched")
+
+	require.NoError(t, os.Remove(other)) // its only name again: Open takes it
+	openStore(t, path)
+}

@@ -14,3 +14,6 @@ func checkDir(string) (othersMayWrite bool, mode fs.FileMode, err error) { retur
 
 // othersCanWrite is false where Unix permission bits do not apply.
 func othersCanWrite(fs.FileInfo) bool { return false }
+
+// linkCount is 1: the link count is not checked outside Unix.
+func linkCount(fs.FileInfo) uint64 { return 1 }

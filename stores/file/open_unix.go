@@ -34,3 +34,14 @@ func checkDir(dir string) (othersMayWrite bool, mode fs.FileMode, err error) {
 
 // othersCanWrite reports whether group or others may write to the file.
 func othersCanWrite(fi fs.FileInfo) bool { return fi.Mode().Perm()&0o022 != 0 }
+
+// linkCount is how many names (hard links) the file has; 1 if fi is nil or
+// does not say.
+func linkCount(fi fs.FileInfo) uint64 {
+	if fi != nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			return uint64(st.Nlink)
+		}
+	}
+	return 1
+}

@@ -169,7 +169,9 @@ var fileWrite = func(f *os.File, b []byte) (int, error) { return f.Write(b) }
 // Without options the Store uses SyncEveryAppend, keeps every event and
 // logs nothing. An empty path, an unknown SyncPolicy, a Retention with a
 // negative field, a symbolic link at path (never
-// followed), a path that is not a regular file, and, on Unix, a directory
+// followed), a path that is not a regular file, and, on Unix, a file with
+// another name (a hard link: events would land in a file others read under
+// that name; the error gives the link count) or a directory
 // that is world-writable without the sticky bit are errors wrapping
 // watchdog.ErrInvalidArgument that name the path. An existing file keeps
 // its mode; Open logs a warning when group or others may write to the file
@@ -243,7 +245,8 @@ func Open(path string, opts ...Option) (*Store, error) {
 
 // openRegular opens (or creates, mode 0600) the regular file at path
 // without following a symbolic link there, and reports whether it created
-// it. It refuses a symbolic link or anything but a regular file, checks the
+// it. It refuses a symbolic link, anything but a regular file, and (on
+// Unix) a file with another name (a hard link), checks the
 // directory (checkDir) and logs a warning when others may write to the
 // directory or to the file. The Lstat before opening keeps Open from
 // opening a FIFO or a device at all; O_NOFOLLOW (on Unix) and the check
@@ -271,6 +274,9 @@ func openRegular(path string, log *zap.Logger) (*os.File, bool, error) {
 	fi, err := file.Stat()
 	if err == nil {
 		err = checkType(path, fi)
+	}
+	if n := linkCount(fi); err == nil && n > 1 {
+		err = fmt.Errorf("%w: file store %s has %d links (names): another name of the file, another program's or a backup's, would receive the store's appends and keep the old content after a compaction; give the store a file of its own", watchdog.ErrInvalidArgument, path, n)
 	}
 	if err == nil {
 		var now fs.FileInfo
