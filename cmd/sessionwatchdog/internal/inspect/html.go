@@ -169,6 +169,9 @@ func (s *span) add(t time.Time) {
 
 func chartOf(idx int, s Session) htmlSession {
 	h := htmlSession{Index: idx, ID: s.ID, Final: s.Final, Started: stamp(s.StartedAt), Width: chartWidth}
+	if s.StartedAt.IsZero() {
+		h.Started = "unknown"
+	}
 	if h.Final == "" {
 		h.Final = "no terminal event shown"
 	}

@@ -348,3 +348,54 @@ func TestHTMLDrawsTheSessionCeiling(t *testing.T) {
 		t.Error("the ceiling line does not say where it comes from")
 	}
 }
+
+// A session whose events carry no session_started_at (a log written by
+// other tooling) is shown with "start unknown" and offsets from its first
+// event, not from year 1 (which printed offsets of +-2562047h); a start
+// that only a later event carries is taken from it.
+func TestASessionWithoutAStartTimeIsShownFromItsFirstEvent(t *testing.T) {
+	at := time.Date(2026, 5, 23, 9, 0, 0, 0, time.UTC)
+	ev := func(id string, off time.Duration, start time.Time) watchdog.Event {
+		return watchdog.Event{ID: id, AggregateID: "s", Kind: watchdog.KindVerdict, Window: 1, OccurredAt: at.Add(off), SessionStartedAt: start}
+	}
+	for name, tc := range map[string]struct {
+		evs          []watchdog.Event
+		header, offs []string
+		html         string
+	}{
+		"no start anywhere": {
+			[]watchdog.Event{ev("a", 0, time.Time{}), ev("b", 1500*time.Millisecond, time.Time{})},
+			[]string{"start unknown (offsets from the first event)"}, []string{"+0s", "+1.5s"}, "unknown",
+		},
+		"start on a later event": {
+			[]watchdog.Event{ev("a", 0, time.Time{}), ev("b", 1500*time.Millisecond, at.Add(-time.Second))},
+			[]string{"started 2026-05-23T08:59:59.000Z"}, []string{"+1s", "+2.5s"}, "2026-05-23T08:59:59.000Z",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := Build(tc.evs, Filter{})
+			var buf bytes.Buffer
+			if err := WriteText(&buf, r); err != nil {
+				t.Fatal(err)
+			}
+			text := buf.String()
+			for _, want := range append(tc.header, tc.offs...) {
+				if !strings.Contains(text, want) {
+					t.Errorf("the text lacks %q:\n%s", want, text)
+				}
+			}
+			for _, bad := range []string{"2562047h", "0001-01-01"} {
+				if strings.Contains(text, bad) {
+					t.Errorf("the text shows %q:\n%s", bad, text)
+				}
+			}
+			buf.Reset()
+			if err := WriteHTML(&buf, r, "t"); err != nil {
+				t.Fatal(err)
+			}
+			if html := buf.String(); strings.Contains(html, "0001-01-01") || !strings.Contains(html, tc.html) {
+				t.Errorf("the HTML shows year 1 or lacks %q", tc.html)
+			}
+		})
+	}
+}

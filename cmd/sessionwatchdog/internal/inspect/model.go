@@ -81,7 +81,8 @@ type Report struct {
 type Session struct {
 	// ID is the session id (aggregate_id).
 	ID string `json:"session_id"`
-	// StartedAt is the session's session_started_at (from its first event).
+	// StartedAt is the session's session_started_at (from its first event
+	// that carries one); zero when none does.
 	StartedAt time.Time `json:"session_started_at"`
 	// Windows are the window numbers seen, ascending.
 	Windows []int `json:"windows"`
@@ -139,6 +140,9 @@ func Build(events []watchdog.Event, f Filter) Report {
 			r.Sessions = append(r.Sessions, Session{ID: e.AggregateID, StartedAt: e.SessionStartedAt, Windows: []int{}, Channels: []string{}})
 		}
 		s := &r.Sessions[i]
+		if s.StartedAt.IsZero() {
+			s.StartedAt = e.SessionStartedAt // a start only later events carry
+		}
 		if !containsInt(s.Windows, e.Window) {
 			s.Windows = append(s.Windows, e.Window)
 			sort.Ints(s.Windows)
@@ -155,6 +159,26 @@ func Build(events []watchdog.Event, f Filter) Report {
 		s.Timeline = append(s.Timeline, en)
 	}
 	return r
+}
+
+// origin is the instant the offsets of s's events count from: its start,
+// or, when no event carries it, its earliest event.
+func (s Session) origin() time.Time {
+	o := s.StartedAt
+	for _, en := range s.Timeline {
+		if t := en.Event.OccurredAt; s.StartedAt.IsZero() && !t.IsZero() && (o.IsZero() || t.Before(o)) {
+			o = t
+		}
+	}
+	return o
+}
+
+// started says when s started, or that no event says.
+func (s Session) started() string {
+	if s.StartedAt.IsZero() {
+		return "start unknown (offsets from the first event)"
+	}
+	return "started " + stamp(s.StartedAt)
 }
 
 func containsInt(list []int, n int) bool {

@@ -26,7 +26,7 @@ func WriteText(w io.Writer, r Report) error {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "session %s\n", termsafe.String(s.ID))
-		fmt.Fprintf(w, "  started %s, windows %s, %d events shown", stamp(s.StartedAt), ints(s.Windows), len(s.Timeline))
+		fmt.Fprintf(w, "  %s, windows %s, %d events shown", s.started(), ints(s.Windows), len(s.Timeline))
 		if s.Final != "" {
 			fmt.Fprintf(w, ", ended %s", termsafe.String(s.Final))
 		} else {
@@ -34,9 +34,10 @@ func WriteText(w io.Writer, r Report) error {
 		}
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		origin := s.origin()
 		for _, en := range s.Timeline {
 			e := en.Event
-			fmt.Fprintf(tw, "  %s\t+%s\tw%d\t%s\t%s\n", stamp(e.OccurredAt), secs(e.OccurredAt.Sub(s.StartedAt).Seconds()), e.Window, termsafe.String(en.Label), termsafe.String(en.Summary))
+			fmt.Fprintf(tw, "  %s\t+%s\tw%d\t%s\t%s\n", stamp(e.OccurredAt), secs(e.OccurredAt.Sub(origin).Seconds()), e.Window, termsafe.String(en.Label), termsafe.String(en.Summary))
 			if len(en.Ages) > 0 {
 				fmt.Fprintf(tw, "  \t\t\t\tchannel ages: %s\n", ages(en))
 			}
