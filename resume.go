@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
@@ -100,6 +101,7 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 		s.cancel(err)
 		return nil, err
 	}
+	fail := func(err error) (*Session, error) { w.release(s); s.cancel(err); return nil, err }
 	// Pending events first: an event that leaves the queue after this
 	// point is in the store when Load reads it.
 	pending := w.rec.Pending(id)
@@ -110,9 +112,7 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 		err = fmt.Errorf("watchdog: resume %q: load: %w", id, err)
 	}
 	if err != nil {
-		w.release(s)
-		s.cancel(err)
-		return nil, err
+		return fail(err)
 	}
 	// The start instants are read from the latest events: after a step of
 	// the wall clock, the instants recorded later are shifted by the step
@@ -130,9 +130,7 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 			}
 			seen[e.ID] = true
 			if err := checkLoaded(&e, id); err != nil {
-				w.release(s)
-				s.cancel(err)
-				return nil, err
+				return fail(err)
 			}
 			if !e.SessionStartedAt.IsZero() {
 				s.sessionStartedAt = e.SessionStartedAt.UTC()
@@ -156,10 +154,7 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 		}
 	}
 	if s.sessionStartedAt.IsZero() {
-		w.release(s)
-		err := fmt.Errorf("%w: resume %q: the store's events carry no session_started_at", ErrInvalidEvent, id)
-		s.cancel(err)
-		return nil, err
+		return fail(fmt.Errorf("%w: resume %q: the store's events carry no session_started_at", ErrInvalidEvent, id))
 	}
 	w.now() // the wall clock's offset, current
 	s.sessionStartedAt = w.fromRecord(s.sessionStartedAt)
@@ -174,15 +169,10 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 			// the adoption is looked at again.
 			err = errPending
 		}
-		w.release(s)
-		s.cancel(err)
-		return nil, err
+		return fail(err)
 	}
 	if window > math.MaxInt32 {
-		w.release(s)
-		err := fmt.Errorf("%w: resume %q: window %d is the last one a session can have", ErrInvalidEvent, id, last)
-		s.cancel(err)
-		return nil, err
+		return fail(fmt.Errorf("%w: resume %q: window %d is the last one a session can have", ErrInvalidEvent, id, last))
 	}
 	s.window = int32(window)
 	s.windowStartedAt = lastWindowStart.UTC()
@@ -220,22 +210,12 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 
 // pendingIn reports whether evs hold an event of window.
 func pendingIn(evs []Event, window int) bool {
-	for i := range evs {
-		if evs[i].Window == window {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(evs, func(e Event) bool { return e.Window == window })
 }
 
-// endedIn reports whether evs hold a terminal event of window.
+// endedIn reports whether evs hold a terminal event of window, or a later window's.
 func endedIn(evs []Event, window int) bool {
-	for i := range evs {
-		if evs[i].Window > window || evs[i].Window == window && evs[i].Terminal() {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(evs, func(e Event) bool { return e.Window > window || e.Window == window && e.Terminal() })
 }
 
 // carried is what an open window's records say of its evidence, for a

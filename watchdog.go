@@ -382,16 +382,16 @@ func (w *Watchdog) Check(ctx context.Context) error {
 
 // Close stops the scheduler, cancels the context of every session still
 // watched with cause ErrClosed (recording no terminal event, so each can be
-// resumed where it was; after a step of the wall clock, a checkpoint, so
-// that a restart times it on the stepped clock), makes a last attempt to record every pending event
-// until ctx ends, and waits for every goroutine the Watchdog started, until
-// ctx ends. Callers blocked in Within or Call are released with ErrClosed; a
-// handler function that ignores its context is user code and is not waited
-// for (see Stats).
+// resumed where it was; after a step of the wall clock, a checkpoint, so a
+// restart times it on the stepped clock), makes a last attempt to record
+// every pending event until ctx ends, and waits for every goroutine the
+// Watchdog started, until ctx ends. Callers blocked in Within or Call are
+// released with ErrClosed; a handler function that ignores its context is
+// user code and is not waited for (see Stats).
 //
 // Close returns by ctx's deadline whatever user code does: a store Append,
 // an Observer hook, an action or a Clock that ignores its context is left
-// running, and the error names it. The error wraps ErrNotRecorded and names
+// running, and the error names only it. The error wraps ErrNotRecorded and names
 // each event Close could not record (the one a hung Append was writing may
 // still be recorded). Later calls do nothing but wait for the first one and
 // return its result.
@@ -490,14 +490,13 @@ const appendTimeout = 10 * time.Second
 func waitUntil(ctx context.Context, done <-chan struct{}) bool {
 	select {
 	case <-done:
-		return true
 	case <-ctx.Done():
-		select {
-		case <-done:
-			return true
-		default:
-			return false
-		}
+	}
+	select {
+	case <-done:
+		return true
+	default:
+		return false
 	}
 }
 
