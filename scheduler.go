@@ -167,8 +167,8 @@ func (w *Watchdog) delay(due int64) time.Duration {
 }
 
 // closeTimer stops the clock timer for good and closes the backstop, even
-// while the scheduler goroutine is stuck in user code (its later arm finds
-// them closed); another Clock's timer once that goroutine returned (schedDone).
+// while the scheduler goroutine is stuck in user code (a later arm of its
+// finds the timerfd closed); another Clock's timer once it returned (schedDone).
 func (w *Watchdog) closeTimer(schedDone bool) {
 	w.timerMu.Lock()
 	w.armedAt.Store(math.MinInt64)
