@@ -404,11 +404,12 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		if w.rt != nil || w.offset.Load() != 0 { // else no step was seen: a Clock of the user's (it may hang) is not read
 			now = w.now()
 		}
+		stepped := w.offset.Load() != 0 && w.recOffset() != 0 // and no fleet's store clock absorbed it
 		w.mu.Lock()
 		w.closed = true
 		live := w.sessions.All()
 		for _, s := range live {
-			if w.offset.Load() != 0 && s.state.Load() == stateRunning { // the window's instants on the stepped clock, for a restart
+			if stepped && s.state.Load() == stateRunning { // its instants on the stepped clock, for a restart
 				w.record(nil, s.event(KindCheckpoint, now))
 			}
 			s.state.Store(stateClosed)
@@ -467,12 +468,11 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		if !waitUntil(ctx, acting) {
 			stuck = append(stuck, "an action or Wait callback")
 		}
-		var stuckErr error
 		if len(stuck) > 0 {
-			stuckErr = fmt.Errorf("watchdog: close: %w: still running in user code that ignores its context: %s",
-				ctx.Err(), strings.Join(stuck, "; "))
+			relErr = errors.Join(relErr, fmt.Errorf("watchdog: close: %w: still running in user code that ignores its context: %s",
+				ctx.Err(), strings.Join(stuck, "; ")))
 		}
-		w.closeErr = errors.Join(recErr, relErr, stuckErr)
+		w.closeErr = errors.Join(recErr, relErr)
 		if w.closeErr != nil {
 			w.log.Error("watchdog: closed with events not recorded", zap.Error(w.closeErr))
 		}
