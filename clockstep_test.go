@@ -144,6 +144,7 @@ func TestAStepBackBeforeACleanCloseDoesNotDelayTheResumedWindow(t *testing.T) {
 				assert.Equal(t, start.Add(-time.Hour+2*time.Hour).UTC(), r.Deadline().UTC(), "2 h after the start, on the stepped clock")
 				<-r.Context().Done()
 				assert.Equal(t, 2*time.Hour+time.Nanosecond, time.Since(start), "fired when the budget of elapsed time ran out")
+				require.NoError(t, w2.Check(context.Background())) // the cancel recorded
 				mismatches, err := watchdog.Replay(load(t, store, "s"))
 				require.NoError(t, err)
 				assert.Empty(t, mismatches)
