@@ -114,7 +114,9 @@ func TestCloseNamesOnlyAStuckActionAndLeaksNothing(t *testing.T) {
 	for _, innocent := range []string{"scheduler", "recorder", "Append", "OnSchedulerTick", "not recorded"} {
 		assert.NotContains(t, err.Error(), innocent)
 	}
-	assert.Equal(t, fds, openFDs(), "file descriptors open before New and after Close")
+	for _, fd := range openFDs() { // what other tests' leftovers close meanwhile does not count
+		assert.Contains(t, fds, fd, "a timer file descriptor open after Close that was not before New")
+	}
 	// The action's own goroutine ends once the action returns; nothing of
 	// the Watchdog's outlives Close.
 	deadline := time.Now().Add(5 * time.Second)
@@ -126,8 +128,8 @@ func TestCloseNamesOnlyAStuckActionAndLeaksNothing(t *testing.T) {
 	}
 }
 
-// openFDs lists the process's open file descriptors and what they are
-// (nil off Linux, where there is no /proc/self/fd).
+// openFDs lists the process's open timer file descriptors (the Watchdog's
+// backstop is one; nil off Linux, where there is no /proc/self/fd).
 func openFDs() []string {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
@@ -135,8 +137,9 @@ func openFDs() []string {
 	}
 	var fds []string
 	for _, e := range ents {
-		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
-		fds = append(fds, e.Name()+" -> "+target)
+		if target, _ := os.Readlink("/proc/self/fd/" + e.Name()); strings.Contains(target, "timerfd") {
+			fds = append(fds, e.Name()+" -> "+target)
+		}
 	}
 	return fds
 }
