@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // Decision first, then action: with a custom action, the verdict is derived
@@ -41,15 +42,15 @@ func TestFreshEvidenceBeforeTheActionSupersedesTheDecision(t *testing.T) {
 		<-release // holds b's actions
 	})
 	mock.Add(time.Second)
-	<-entered // the wait timed out at t0+1s: idleness counts from there
+	testwait.For(t, entered, "the wait's callback to be entered") // the wait timed out at t0+1s: idleness counts from there
 
 	mock.Add(10*time.Second + 1)
 	checked := make(chan error, 1)
 	go func() { checked <- w.Check(context.Background()) }()
-	<-idleDecided                   // the idle action waits behind the callback
-	b.Touch(watchdog.ChannelStdout) // b speaks up before its action runs
+	testwait.For(t, idleDecided, "the idle decision") // the idle action waits behind the callback
+	b.Touch(watchdog.ChannelStdout)                   // b speaks up before its action runs
 	close(release)
-	require.NoError(t, <-checked)
+	require.NoError(t, testwait.For(t, checked, "Check to return"))
 	require.NoError(t, w.Check(context.Background()))
 
 	require.NoError(t, b.Context().Err(), "b was not killed")
@@ -189,7 +190,7 @@ func TestAShadowAdviceAtActionTimeKeepsTheSessionWatched(t *testing.T) {
 		<-release // holds b's lane: its actions queue behind
 	})
 	mock.Add(time.Second)
-	<-entered
+	testwait.For(t, entered, "the wait's callback to be entered")
 	b.EndWait()
 
 	mock.Add(9*time.Second + 1) // b's idle decision: its action waits behind the callback
@@ -197,7 +198,7 @@ func TestAShadowAdviceAtActionTimeKeepsTheSessionWatched(t *testing.T) {
 	go func() { checked <- w.Check(context.Background()) }()
 	mock.Add(10 * time.Second) // b passes its (shadow) session ceiling meanwhile
 	close(release)
-	require.NoError(t, <-checked)
+	require.NoError(t, testwait.For(t, checked, "Check to return"))
 	require.NoError(t, w.Check(context.Background()))
 	shadow := 0
 	for _, e := range ofKind(load(t, store, "b"), watchdog.KindDecision) {

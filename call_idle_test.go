@@ -10,17 +10,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // progressingCall runs CallWith in a goroutine with a function that reports
 // each value sent on the returned channel as progress (the reply says
 // whether it counted) until its context ends.
-func progressingCall(ctx context.Context, idle, limit time.Duration) (report func(uint64) bool, res <-chan error) {
-	return progressingCallWith(ctx, watchdog.CallLimits{Cap: limit, Idle: idle})
+func progressingCall(t *testing.T, ctx context.Context, idle, limit time.Duration) (report func(uint64) bool, res <-chan error) {
+	return progressingCallWith(t, ctx, watchdog.CallLimits{Cap: limit, Idle: idle})
 }
 
 // progressingCallWith is progressingCall under the limits l.
-func progressingCallWith(ctx context.Context, l watchdog.CallLimits) (report func(uint64) bool, res <-chan error) {
+func progressingCallWith(t *testing.T, ctx context.Context, l watchdog.CallLimits) (report func(uint64) bool, res <-chan error) {
 	values, counted := make(chan uint64), make(chan bool)
 	out := make(chan error, 1)
 	entered := make(chan struct{})
@@ -38,8 +39,15 @@ func progressingCallWith(ctx context.Context, l watchdog.CallLimits) (report fun
 			}
 		})
 	}()
-	<-entered
-	return func(v uint64) bool { values <- v; return <-counted }, out
+	testwait.For(t, entered, "the call to be entered")
+	return func(v uint64) bool {
+		select {
+		case values <- v:
+		case <-time.After(testwait.Bound):
+			t.Fatalf("waited %v for the call to take progress %d", testwait.Bound, v)
+		}
+		return testwait.For(t, counted, "the call to count a progress")
+	}, out
 }
 
 func notYet(t *testing.T, res <-chan error, at string) {
@@ -61,7 +69,7 @@ func TestAdvancingProgressKeepsACallAlivePastItsIdleBudgetUntilItsCap(t *testing
 	w := newWatchdog(t, mock, store)
 	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
 	require.NoError(t, err)
-	report, res := progressingCall(s.Context(), 500*time.Millisecond, 3*time.Second)
+	report, res := progressingCall(t, s.Context(), 500*time.Millisecond, 3*time.Second)
 	for i := uint64(1); i <= 7; i++ {
 		advance(t, mock, 400*time.Millisecond, w)
 		notYet(t, res, mock.Now().Sub(t0).String())
@@ -70,7 +78,7 @@ func TestAdvancingProgressKeepsACallAlivePastItsIdleBudgetUntilItsCap(t *testing
 	advance(t, mock, 199*time.Millisecond, w)
 	notYet(t, res, "2.999s")
 	advance(t, mock, time.Millisecond, w)
-	err = <-res
+	err = testwait.For(t, res, "the call's result")
 	require.ErrorIs(t, err, watchdog.ErrDeadlineExceeded)
 	var v *watchdog.VerdictError
 	require.ErrorAs(t, err, &v)
@@ -99,7 +107,7 @@ func TestAKeepAliveThatRepeatsItsValueDoesNotRefreshTheIdleDeadline(t *testing.T
 	w := newWatchdog(t, mock, store)
 	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
 	require.NoError(t, err)
-	report, res := progressingCall(s.Context(), 500*time.Millisecond, 10*time.Second)
+	report, res := progressingCall(t, s.Context(), 500*time.Millisecond, 10*time.Second)
 	advance(t, mock, 400*time.Millisecond, w)
 	require.True(t, report(3))
 	advance(t, mock, 300*time.Millisecond, w)
@@ -108,7 +116,7 @@ func TestAKeepAliveThatRepeatsItsValueDoesNotRefreshTheIdleDeadline(t *testing.T
 	advance(t, mock, 199*time.Millisecond, w)
 	notYet(t, res, "899ms")
 	advance(t, mock, time.Millisecond, w)
-	err = <-res
+	err = testwait.For(t, res, "the call's result")
 	require.ErrorIs(t, err, watchdog.ErrDeadlineExceeded)
 	var v *watchdog.VerdictError
 	require.ErrorAs(t, err, &v)
@@ -141,12 +149,12 @@ func TestASilentCallIsStoppedAtItsIdleBudgetFromItsStart(t *testing.T) {
 	w := newWatchdog(t, mock, store)
 	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
 	require.NoError(t, err)
-	_, res := progressingCall(s.Context(), time.Second, time.Minute)
+	_, res := progressingCall(t, s.Context(), time.Second, time.Minute)
 	advance(t, mock, 999*time.Millisecond, w)
 	notYet(t, res, "999ms")
 	advance(t, mock, time.Millisecond, w)
 	var v *watchdog.VerdictError
-	require.ErrorAs(t, <-res, &v)
+	require.ErrorAs(t, testwait.For(t, res, "the call's result"), &v)
 	assert.Equal(t, "handler_idle", v.Rule)
 	d := ofKind(load(t, store, "s"), watchdog.KindHandlerDeadline)
 	require.Len(t, d, 1)
@@ -197,11 +205,11 @@ func TestReplayRederivesACallsIdleFireFromItsLastProgress(t *testing.T) {
 	w := newWatchdog(t, mock, store)
 	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
 	require.NoError(t, err)
-	report, res := progressingCall(s.Context(), 500*time.Millisecond, time.Minute)
+	report, res := progressingCall(t, s.Context(), 500*time.Millisecond, time.Minute)
 	advance(t, mock, 100*time.Millisecond, w)
 	require.True(t, report(1))
 	advance(t, mock, 500*time.Millisecond, w)
-	require.Error(t, <-res)
+	require.Error(t, testwait.For(t, res, "the call's result"))
 	evs := load(t, store, "s")
 	mm, err := watchdog.Replay(evs)
 	require.NoError(t, err)
@@ -225,7 +233,7 @@ func TestAFirstProgressLimitAppliesUntilTheFirstProgressOnly(t *testing.T) {
 	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
 	require.NoError(t, err)
 	l := watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 10 * time.Second}
-	report, res := progressingCallWith(s.Context(), l)
+	report, res := progressingCallWith(t, s.Context(), l)
 	advance(t, mock, 9*time.Second, w)
 	notYet(t, res, "9s: thinking")
 	require.True(t, report(1))
@@ -233,16 +241,16 @@ func TestAFirstProgressLimitAppliesUntilTheFirstProgressOnly(t *testing.T) {
 	notYet(t, res, "9.999s")
 	advance(t, mock, time.Millisecond, w)
 	var v *watchdog.VerdictError
-	require.ErrorAs(t, <-res, &v)
+	require.ErrorAs(t, testwait.For(t, res, "the call's result"), &v)
 	assert.Equal(t, "handler_idle", v.Rule)
 	assert.Equal(t, time.Second, v.Budget, "the idle limit after the first progress")
 
 	// Silent from the start: the first-progress limit fires.
-	_, res = progressingCallWith(s.Context(), l)
+	_, res = progressingCallWith(t, s.Context(), l)
 	advance(t, mock, 9999*time.Millisecond, w)
 	notYet(t, res, "9.999s without a first progress")
 	advance(t, mock, time.Millisecond, w)
-	require.ErrorAs(t, <-res, &v)
+	require.ErrorAs(t, testwait.For(t, res, "the call's result"), &v)
 	assert.Equal(t, 10*time.Second, v.Budget)
 }
 
@@ -254,14 +262,14 @@ func TestAfterTheFirstProgressTheShorterIdleLimitAppliesAtOnce(t *testing.T) {
 	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
 	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
 	require.NoError(t, err)
-	report, res := progressingCallWith(s.Context(), watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 30 * time.Second})
+	report, res := progressingCallWith(t, s.Context(), watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 30 * time.Second})
 	advance(t, mock, time.Second, w)
 	require.True(t, report(1))
 	advance(t, mock, 999*time.Millisecond, w)
 	notYet(t, res, "1.999s")
 	advance(t, mock, time.Millisecond, w)
 	var v *watchdog.VerdictError
-	require.ErrorAs(t, <-res, &v)
+	require.ErrorAs(t, testwait.For(t, res, "the call's result"), &v)
 	assert.Equal(t, "handler_idle", v.Rule)
 	assert.Equal(t, time.Second, v.Budget)
 

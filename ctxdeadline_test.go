@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // On the real clock (here a synctest bubble's) ctx.Deadline() reports the
@@ -95,7 +96,7 @@ func TestUnderAMockClockContextsReportNoDeadlineOfTheirOwn(t *testing.T) {
 		assert.False(t, ok)
 		return nil
 	})
-	require.NoError(t, <-res)
+	require.NoError(t, testwait.For(t, res, "the call's result"))
 }
 
 // A context ended by a time limit says so as a context with a deadline
@@ -119,9 +120,9 @@ func TestAContextEndedByATimeLimitReportsDeadlineExceeded(t *testing.T) {
 		assert.ErrorAs(t, context.Cause(ctx), &v)
 		return ctx.Err()
 	})
-	<-entered
+	testwait.For(t, entered, "the call to be entered")
 	advance(t, mock, time.Second, w)
-	require.ErrorIs(t, <-res, watchdog.ErrDeadlineExceeded)
+	require.ErrorIs(t, testwait.For(t, res, "the call's result"), watchdog.ErrDeadlineExceeded)
 	advance(t, mock, time.Minute, w)
 	require.ErrorIs(t, s.Context().Err(), context.DeadlineExceeded)
 	require.ErrorIs(t, derived.Err(), context.DeadlineExceeded)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 	"github.com/sessionwatchdog/watchdog/watchdogtest"
 )
 
@@ -42,7 +43,7 @@ func TestHandlerIgnoringItsContextIsAbandonedAtBudgetPlusGrace(t *testing.T) {
 		<-stuck // ignores ctx
 		return nil
 	})
-	<-entered
+	testwait.For(t, entered, "the call to be entered")
 	advance(t, mock, 2*time.Second, w)
 	select {
 	case err := <-res:
@@ -50,7 +51,7 @@ func TestHandlerIgnoringItsContextIsAbandonedAtBudgetPlusGrace(t *testing.T) {
 	default:
 	}
 	advance(t, mock, time.Second, w)
-	err = <-res
+	err = testwait.For(t, res, "the call's result")
 	require.ErrorIs(t, err, watchdog.ErrDeadlineExceeded)
 	require.NotErrorIs(t, err, watchdog.ErrWallClockExceeded)
 	var v *watchdog.VerdictError
@@ -91,9 +92,9 @@ func TestCooperativeHandlerGetsTheDeadlineErrorOnTime(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err() // even a plain context error becomes the deadline error
 	})
-	<-entered
+	testwait.For(t, entered, "the call to be entered")
 	advance(t, mock, time.Second, w)
-	require.ErrorIs(t, <-res, watchdog.ErrDeadlineExceeded)
+	require.ErrorIs(t, testwait.For(t, res, "the call's result"), watchdog.ErrDeadlineExceeded)
 	abandoned := w.Stats().AbandonedHandlers
 	assert.Zero(t, abandoned)
 
@@ -124,9 +125,9 @@ func TestNestedLayersTheEarliestDeadlineFiresAndNamesItsLayer(t *testing.T) {
 				})
 			})
 		}()
-		<-entered
+		testwait.For(t, entered, "the call to be entered")
 		advance(t, mock, 6*time.Second, w)
-		return <-res
+		return testwait.For(t, res, "the call's result")
 	}
 	err = run(time.Second)
 	require.ErrorIs(t, err, watchdog.ErrDeadlineExceeded)
@@ -157,11 +158,11 @@ func TestBoundedHandlerDefersTheIdleRuleAndAHungOneDiesByItsOwnDeadline(t *testi
 		<-release
 		return nil
 	})
-	<-entered
+	testwait.For(t, entered, "the call to be entered")
 	advance(t, mock, 25*time.Second, w)
 	require.NoError(t, s.Context().Err(), "bounded work is not idleness")
 	close(release)
-	require.NoError(t, <-res)
+	require.NoError(t, testwait.For(t, res, "the call's result"))
 	s.Touch(watchdog.ChannelStdout) // it prints its result
 	v := ofKind(load(t, store, "s"), watchdog.KindVerdict)
 	require.NotEmpty(t, v)
@@ -178,11 +179,11 @@ func TestBoundedHandlerDefersTheIdleRuleAndAHungOneDiesByItsOwnDeadline(t *testi
 		<-hung
 		return nil
 	})
-	<-entered
+	testwait.For(t, entered, "the call to be entered")
 	advance(t, mock, 30*time.Second, w)
 	require.NoError(t, s.Context().Err())
 	advance(t, mock, time.Second, w)
-	require.ErrorIs(t, <-res, watchdog.ErrDeadlineExceeded)
+	require.ErrorIs(t, testwait.For(t, res, "the call's result"), watchdog.ErrDeadlineExceeded)
 	require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrIdleExceeded)
 	evs := load(t, store, "s")
 	assert.Len(t, ofKind(evs, watchdog.KindHandlerDeadline), 1)
@@ -241,10 +242,10 @@ func TestTheEndOfAHandlerIsEvidenceForTheIdleRule(t *testing.T) {
 		<-release
 		return nil
 	})
-	<-entered
+	testwait.For(t, entered, "the call to be entered")
 	advance(t, mock, 1300*time.Millisecond, w) // longer than the idle window
 	close(release)
-	require.NoError(t, <-res)
+	require.NoError(t, testwait.For(t, res, "the call's result"))
 	require.NoError(t, w.Check(context.Background()))
 	require.NoError(t, s.Context().Err(), "not cut the instant the tool returned")
 	s.Touch(watchdog.ChannelStdout) // the agent prints the tool's result
@@ -337,7 +338,7 @@ func TestALateSchedulerPassPastAHandlersGraceEnds(t *testing.T) {
 		<-release // ignores its context
 		return nil
 	})
-	<-entered
+	testwait.For(t, entered, "the call to be entered")
 	mock.Add(30 * time.Second) // the scheduler wakes 25 s after the handler's deadline
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -362,7 +363,7 @@ func TestALateSchedulerPassWithinAHandlersGraceEnds(t *testing.T) {
 		<-release // ignores its context
 		return nil
 	})
-	<-entered
+	testwait.For(t, entered, "the call to be entered")
 	mock.Add(30 * time.Second) // the scheduler wakes 25 s after the handler's deadline
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // hookClock is a mock clock that runs a hook once, inside the scheduler's
@@ -70,7 +71,7 @@ func TestEvidenceTouchedWhileAVerdictIsDecidedIsNeverDatedAfterIt(t *testing.T) 
 	}
 	c.hook.Store(&hook)
 	advance(t, mock, 10*time.Second, w)
-	<-s.Context().Done()
+	testwait.For(t, s.Context().Done(), "the session's context to end")
 	require.NoError(t, w.Close(context.Background()))
 
 	d := ofKind(load(t, store, "agent"), watchdog.KindDecision)

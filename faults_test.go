@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // hungStore is a MemoryStore whose Append, once hang is set, blocks until
@@ -332,7 +333,7 @@ func TestAFullRecorderQueueRefusesNewSessionsAndKeepsVerdicts(t *testing.T) {
 
 	mock.Add(time.Second + 1) // the store is still down: the verdicts are decided, and queued
 	for _, s := range ss {
-		<-s.Context().Done()
+		testwait.For(t, s.Context().Done(), "the session's context to end")
 		require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrWallClockExceeded)
 	}
 	close(store.release)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // A liveness rule of your own follows the settle window: stale, stale,
@@ -123,7 +124,7 @@ func TestACustomActionsCancelIsFiredAtTheDecisionsInstant(t *testing.T) {
 	decided, err := s.ReportLiveness("probe", true)
 	require.NoError(t, err)
 	require.True(t, decided)
-	<-entered
+	testwait.For(t, entered, "the liveness action to be entered")
 	mock.Add(5 * time.Second) // the action is slow
 	close(release)
 	require.NoError(t, w.Check(context.Background()))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // fullEvents returns two events of session agg that set every field, the
@@ -93,7 +94,7 @@ func TestMemoryStoreGivesBackEventsAsAppended(t *testing.T) {
 		}
 	}
 	check("Load", load(t, m, "full"))
-	check("Subscribe", []watchdog.Event{<-ch, <-ch})
+	check("Subscribe", []watchdog.Event{testwait.For(t, ch, "the first event from Subscribe"), testwait.For(t, ch, "the second event from Subscribe")})
 	// Forget enough windows of another session that the log is compacted.
 	for w := 1; w <= 2100; w++ {
 		id := "other-" + strconv.Itoa(w)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // Recovery: a phase that idles twice is retried twice, the backoff doubling,
@@ -42,14 +43,14 @@ func TestPhaseThatIdlesTwiceSucceedsOnTheThirdAttempt(t *testing.T) {
 		})
 		done <- out{partial, n, err}
 	}()
-	require.Equal(t, 1, <-attempts)
+	require.Equal(t, 1, testwait.For(t, attempts, "attempt 1"))
 	advance(t, mock, 10*time.Second+1, w) // idle: attempt 1 is cancelled
 	advance(t, mock, time.Second, w)      // backoff 1 s
-	require.Equal(t, 2, <-attempts)
+	require.Equal(t, 2, testwait.For(t, attempts, "attempt 2"))
 	advance(t, mock, 10*time.Second+1, w)
 	advance(t, mock, 2*time.Second, w) // backoff doubles
-	require.Equal(t, 3, <-attempts)
-	o := <-done
+	require.Equal(t, 3, testwait.For(t, attempts, "attempt 3"))
+	o := testwait.For(t, done, "RunPhase to return")
 	require.NoError(t, o.err)
 	assert.Equal(t, 3, o.attempts)
 	assert.Equal(t, "done", o.partial)
@@ -91,12 +92,12 @@ func TestPhaseRetriesRunOutWithTheLastPartialResult(t *testing.T) {
 		})
 		done <- out{partial, n, err}
 	}()
-	require.Equal(t, 1, <-attempts)
+	require.Equal(t, 1, testwait.For(t, attempts, "attempt 1"))
 	advance(t, mock, 10*time.Second+1, w)
 	advance(t, mock, time.Second, w)
-	require.Equal(t, 2, <-attempts)
+	require.Equal(t, 2, testwait.For(t, attempts, "attempt 2"))
 	advance(t, mock, 10*time.Second+1, w)
-	o := <-done
+	o := testwait.For(t, done, "RunPhase to return")
 	require.ErrorIs(t, o.err, watchdog.ErrRecoveryBudgetExceeded)
 	require.ErrorIs(t, o.err, watchdog.ErrIdleExceeded)
 	assert.Equal(t, "draft 2", o.partial)
@@ -131,9 +132,9 @@ func TestWallClockInsideAPhaseIsNotRetried(t *testing.T) {
 		})
 		done <- out{partial, n, err}
 	}()
-	<-entered
+	testwait.For(t, entered, "the phase's function to be entered")
 	advance(t, mock, 11*time.Second, w)
-	o := <-done
+	o := testwait.For(t, done, "RunPhase to return")
 	require.ErrorIs(t, o.err, watchdog.ErrWallClockExceeded)
 	assert.Equal(t, 1, o.attempts)
 }
@@ -164,11 +165,11 @@ func TestAbandonedPhaseKeepsItsPartialAndDropsLateWrites(t *testing.T) {
 		})
 		got <- out{partial, n, err}
 	}()
-	<-entered
+	testwait.For(t, entered, "the phase's function to be entered")
 	advance(t, mock, 11*time.Second, w)
-	o := <-got
+	o := testwait.For(t, got, "RunPhase to return")
 	close(late) // the abandoned function returns now, after RunPhase did
-	<-fnDone
+	testwait.For(t, fnDone, "the abandoned function to return")
 	require.ErrorIs(t, o.err, watchdog.ErrDeadlineExceeded)
 	assert.Equal(t, 0, o.partial)
 	var v *watchdog.VerdictError
@@ -199,7 +200,7 @@ func TestIdleRuleIsSuspendedDuringARetryBackoff(t *testing.T) {
 		})
 		done <- err
 	}()
-	require.Equal(t, 1, <-attempts)
+	require.Equal(t, 1, testwait.For(t, attempts, "attempt 1"))
 	advance(t, mock, 10*time.Second+1, w) // attempt 1 cancelled by idleness: a retry is due in 15 s
 	advance(t, mock, 15*time.Second, w)
 	require.NoError(t, s.Context().Err(), "the session was killed during the retry backoff")
@@ -224,7 +225,7 @@ func TestANegativeRecoveryBudgetMeansNoRetries(t *testing.T) {
 		assert.Equal(t, 1, n)
 		done <- err
 	}()
-	<-entered
+	testwait.For(t, entered, "the phase's function to be entered")
 	advance(t, mock, 10*time.Second+1, w)
-	require.ErrorIs(t, <-done, watchdog.ErrRecoveryBudgetExceeded)
+	require.ErrorIs(t, testwait.For(t, done, "RunPhase to return"), watchdog.ErrRecoveryBudgetExceeded)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // deadlineLog runs, on a mock clock, a call under l whose function reports
@@ -23,7 +24,7 @@ func deadlineLog(t *testing.T, l watchdog.CallLimits, steps int) ([]watchdog.Eve
 	w := newWatchdog(t, mock, store)
 	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{})
 	require.NoError(t, err)
-	report, res := progressingCallWith(s.Context(), l)
+	report, res := progressingCallWith(t, s.Context(), l)
 	for i := 1; i <= steps; i++ {
 		advance(t, mock, 100*time.Millisecond, w)
 		require.True(t, report(uint64(i)))
@@ -166,9 +167,9 @@ func TestReplayRederivesAPhaseDeadlineFromTheLayerItCarries(t *testing.T) {
 			return ctx.Err()
 		})
 	}()
-	<-entered
+	testwait.For(t, entered, "the call to be entered")
 	advance(t, mock, 2*time.Second, w)
-	require.ErrorIs(t, <-res, watchdog.ErrDeadlineExceeded)
+	require.ErrorIs(t, testwait.For(t, res, "the call's result"), watchdog.ErrDeadlineExceeded)
 	evs := load(t, store, "s")
 	d := ofKind(evs, watchdog.KindHandlerDeadline)
 	require.Len(t, d, 1)
@@ -252,9 +253,9 @@ func TestVerdictsListACallsFirstProgressLimit(t *testing.T) {
 	w := newWatchdog(t, mock, store)
 	s, err := w.Start(context.Background(), "s", t0, watchdog.Policy{WallClock: 2 * time.Second})
 	require.NoError(t, err)
-	_, res := progressingCallWith(s.Context(), watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 30 * time.Second})
+	_, res := progressingCallWith(t, s.Context(), watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 30 * time.Second})
 	advance(t, mock, 2*time.Second+time.Millisecond, w) // the wall clock is over after 2 s
-	require.Error(t, <-res)
+	require.Error(t, testwait.For(t, res, "the call's result"))
 	d := ofKind(load(t, store, "s"), watchdog.KindDecision)
 	require.Len(t, d, 1)
 	require.Len(t, d[0].CallsInFlight, 1)

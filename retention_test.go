@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 func retainingStore(t *testing.T, r watchdog.Retention) *watchdog.MemoryStore {
@@ -169,7 +170,7 @@ func TestMemoryRetentionRacingTerminalsGetOneWinnerPerWindow(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the goroutines")
 	for w := 1; w <= windows; w++ {
 		assert.Equal(t, 1, wins[w], "window %d", w)
 	}

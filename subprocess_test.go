@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // TestMain lets the test binary double as the helper processes below.
@@ -163,9 +164,9 @@ func TestCommandStopsADescendantThatLeftItsGroup(t *testing.T) {
 	cmd := watchdog.Command(ctx, 200*time.Millisecond, os.Args[0], "-test.run=^$")
 	grandchild := helperCommand(t, cmd, "setsid")
 	cancel()
-	_ = cmd.Wait()
+	_ = testwait.Call(t, cmd.Wait, "the cancelled command to exit")
 	requireGone(t, grandchild, "the setsid grandchild")
-	e := <-killed
+	e := testwait.For(t, killed, "the kill's record")
 	assert.Equal(t, filepath.Base(os.Args[0]), e.Handler)
 	assert.Equal(t, "sigterm", e.Reason)
 	assert.Zero(t, e.ProcessesAlive)
@@ -178,7 +179,7 @@ func TestACommandDiesWithItsKilledOrchestrator(t *testing.T) {
 	orch := exec.Command(os.Args[0], "-test.run=^$") //watchdog:unbounded the test SIGKILLs this orchestrator itself
 	child := helperCommand(t, orch, "orchestrator")
 	require.NoError(t, orch.Process.Kill())
-	_ = orch.Wait()
+	_ = testwait.Call(t, orch.Wait, "the killed orchestrator to exit")
 	requireGone(t, child, "the command of the killed orchestrator")
 }
 
@@ -234,12 +235,12 @@ func TestRealSubprocessesQuietFileWorkLivesSilentSleepDies(t *testing.T) {
 		advance(t, mock, 4*time.Second, w)
 		_, err := fmt.Fprintf(stdin, "step %d\n", i)
 		require.NoError(t, err)
-		require.Equal(t, "worker", <-changes) // the monitor recorded the new file
+		require.Equal(t, "worker", testwait.For(t, changes, "the monitor to record the worker's new file")) // the monitor recorded the new file
 	}
 	advance(t, mock, time.Second, w)
 
 	require.ErrorIs(t, context.Cause(sleeper.Context()), watchdog.ErrIdleExceeded)
-	require.Error(t, <-sleeperDone, "the sleeper was killed")
+	require.Error(t, testwait.For(t, sleeperDone, "the killed sleeper to exit"), "the sleeper was killed")
 	requireGroupGone(t, scmd.Process.Pid) // no process of the sleeper's group is left
 	sev := load(t, store, "sleeper")
 	d := ofKind(sev, watchdog.KindDecision)
@@ -257,7 +258,7 @@ func TestRealSubprocessesQuietFileWorkLivesSilentSleepDies(t *testing.T) {
 
 	// The worker finishes its work and goes quiet: now it is idle.
 	require.NoError(t, stdin.Close())
-	require.NoError(t, wcmd.Wait())
+	require.NoError(t, testwait.Call(t, wcmd.Wait, "the worker to exit once its input is closed"))
 	advance(t, mock, 10*time.Second, w)
 	require.ErrorIs(t, context.Cause(worker.Context()), watchdog.ErrIdleExceeded)
 	requireGroupGone(t, wcmd.Process.Pid)
@@ -286,11 +287,11 @@ func TestSubprocessHandlerIsKilledWithItsWholeGroup(t *testing.T) {
 		pids <- cmd.Process.Pid
 		return cmd.Wait()
 	})
-	pgid := <-pids
-	<-started
+	pgid := testwait.For(t, pids, "the child's pid")
+	testwait.For(t, started, "the function to start")
 	require.GreaterOrEqual(t, len(liveInGroup(t, pgid)), 2, "sh and its background sleep run")
 	advance(t, mock, 2*time.Second, w)
-	err = <-res
+	err = testwait.For(t, res, "the call's result")
 	require.ErrorIs(t, err, watchdog.ErrDeadlineExceeded)
 	var v *watchdog.VerdictError
 	require.ErrorAs(t, err, &v)
@@ -324,7 +325,7 @@ func TestCommandEscalatesToSIGKILLForAGroupIgnoringSIGTERM(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "started\n", line)
 	cancel()
-	require.Error(t, cmd.Wait())
+	require.Error(t, testwait.Call(t, cmd.Wait, "the cancelled command to exit"))
 	// EOF comes only when the last process holding the pipe has died:
 	// here, when SIGKILL ended the sleep that ignored SIGTERM.
 	rest, err := io.ReadAll(r)

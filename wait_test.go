@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 func TestWaitingWatchdogFiresOnceWithoutCancellingAndStaleArmsNeverFire(t *testing.T) {
@@ -41,7 +42,7 @@ func TestWaitingWatchdogFiresOnceWithoutCancellingAndStaleArmsNeverFire(t *testi
 	assert.Less(t, g1, g2)
 	assert.Less(t, g2, g3)
 	advance(t, mock, 2*time.Minute, w) // the idle rule is suspended while waiting
-	require.Equal(t, g3, <-fired)
+	require.Equal(t, g3, testwait.For(t, fired, "the wait's callback"))
 	require.NoError(t, context.Cause(s.Context()), "the fire does not cancel")
 	assert.False(t, s.EndWait(), "the fire ends the waiting state")
 	s.Wait(time.Hour, nil)              // the agent's next turn yields again

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // A pipeline loop with a 10 s budget (the README's cli-todo example) fires
@@ -38,7 +39,7 @@ func TestCliTodoLoopIsCancelledJustPastItsTenSecondBudget(t *testing.T) {
 			})
 		done <- outcome{res, err}
 	}()
-	ctx := <-started
+	ctx := testwait.For(t, started, "Run to start the function")
 
 	advance(t, mock, 10*time.Second, w)
 	require.NoError(t, ctx.Err(), "exactly at the budget the loop must still run")
@@ -54,7 +55,7 @@ func TestCliTodoLoopIsCancelledJustPastItsTenSecondBudget(t *testing.T) {
 	assert.Equal(t, 10*time.Second+time.Nanosecond, v.Elapsed)
 	assert.Equal(t, 10*time.Second, v.Budget)
 
-	out := <-done
+	out := testwait.For(t, done, "Run to return")
 	require.ErrorIs(t, out.err, watchdog.ErrWallClockExceeded)
 	assert.Equal(t, watchdog.Result{
 		SessionID: "cli-todo", StopReasonCode: "watchdog_wall_clock_exceeded",
@@ -315,7 +316,7 @@ func TestTenThousandSessionsDueAtTheSameInstantAllFireExactlyOnce(t *testing.T) 
 			}
 		}(g)
 	}
-	wg.Wait()
+	wg.Wait() // the goroutines start 10,000 sessions: work, not a wait on the library
 	advance(t, mock, time.Minute+time.Nanosecond, w)
 	cancels := 0
 	for i, s := range sessions {
@@ -352,7 +353,7 @@ func TestConcurrentStopAndFireRecordExactlyOneTerminalEvent(t *testing.T) {
 	}()
 	mock.Add(2 * time.Second)
 	require.NoError(t, w.Check(context.Background()))
-	wg.Wait()
+	testwait.Group(t, &wg, "the goroutines")
 	require.NoError(t, w.Check(context.Background()))
 	for i, s := range sessions {
 		evs := load(t, store, s.ID())
@@ -440,7 +441,7 @@ func TestSlowStoreDoesNotDelayOtherSessionsCancels(t *testing.T) {
 	w := watchdog.New(watchdog.WithClock(mock), watchdog.WithStore(store))
 	a, err := w.Start(context.Background(), "a", t0, watchdog.Policy{WallClock: time.Second})
 	require.NoError(t, err)
-	<-store.entered // the recorder is stuck in Append for a's start event
+	testwait.For(t, store.entered, "the recorder to enter the store's Append") // the recorder is stuck in Append for a's start event
 	b, err := w.Start(context.Background(), "b", t0, watchdog.Policy{WallClock: 2 * time.Second})
 	require.NoError(t, err)
 
@@ -450,12 +451,12 @@ func TestSlowStoreDoesNotDelayOtherSessionsCancels(t *testing.T) {
 	// itself then waits for the stuck store, which the cancels must not.
 	checked := make(chan error, 1)
 	go func() { checked <- w.Check(context.Background()) }()
-	<-a.Context().Done()
-	<-b.Context().Done()
+	testwait.For(t, a.Context().Done(), "a's context to end")
+	testwait.For(t, b.Context().Done(), "b's context to end")
 	require.ErrorIs(t, context.Cause(b.Context()), watchdog.ErrWallClockExceeded)
 
 	close(gate)
-	require.NoError(t, <-checked)
+	require.NoError(t, testwait.For(t, checked, "Check to return"))
 	require.NoError(t, w.Close(context.Background()))
 	assert.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(load(t, store, "a")))
 	assert.Equal(t, []string{watchdog.KindStart, watchdog.KindDecision, watchdog.KindCancel}, kinds(load(t, store, "b")))
@@ -574,7 +575,7 @@ func TestFollowerExitsWhenTheCancelIsRecorded(t *testing.T) {
 		exited <- context.Cause(fctx)
 	}()
 	advance(t, mock, 2*time.Second, w)
-	cause := <-exited
+	cause := testwait.For(t, exited, "the follower to exit")
 	require.ErrorIs(t, cause, watchdog.ErrWallClockExceeded)
 	var v *watchdog.VerdictError
 	require.ErrorAs(t, cause, &v)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 	"github.com/sessionwatchdog/watchdog/whatif"
 )
 
@@ -248,10 +249,10 @@ func TestWhatIfHandlersInFlightMakeTheIdleRuleUndetermined(t *testing.T) {
 			return nil
 		})
 	}()
-	<-started
+	testwait.For(t, started, "the call to start")
 	advance(t, mock, 10*time.Second, w) // idle deferred by the call in flight: recorded
 	close(release)
-	require.NoError(t, <-done)
+	require.NoError(t, testwait.For(t, done, "the call's result"))
 	advance(t, mock, 10*time.Second, w)
 	require.NoError(t, w.Close(ctx))
 	events := load(t, store, "s")

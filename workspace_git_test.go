@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // git runs git in dir with no user or system configuration, and returns
@@ -217,7 +218,7 @@ func TestAWorkspaceDeclaredInThePolicyIsWatchedAndRecorded(t *testing.T) {
 	s, err := w.Start(context.Background(), "agent", t0, p)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main"), 0o644))
-	require.Equal(t, filepath.Join(dir, "main.go"), <-paths)
+	require.Equal(t, filepath.Join(dir, "main.go"), testwait.For(t, paths, "the workspace change main.go"))
 	require.NoError(t, w.Check(context.Background()))
 	evs := load(t, store, "agent")
 	require.Equal(t, dir, evs[0].Policy.WorkspaceRoot)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/internal/testutil"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 	"github.com/sessionwatchdog/watchdog/lines"
 )
 
@@ -170,7 +171,7 @@ func TestAWriterIsSafeForConcurrentUse(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the goroutines writing lines")
 	assert.Equal(t, uint64(16), k.finish(t, store))
 }
 

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 	"github.com/sessionwatchdog/watchdog/otelwatchdog"
 	"github.com/sessionwatchdog/watchdog/watchdogtest"
 )
@@ -170,9 +171,9 @@ func TestHandlerOverrunMetricsAndTrace(t *testing.T) {
 			return context.Cause(ctx)
 		})
 	}()
-	<-started // the deadline is armed and the step marked
+	testwait.For(t, started, "the call to start") // the deadline is armed and the step marked
 	f.advance(t, 3*time.Second)
-	callErr := <-done
+	callErr := testwait.For(t, done, "the call's result")
 	require.ErrorIs(t, callErr, watchdog.ErrDeadlineExceeded)
 	require.NoError(t, f.w.Check(f.ctx)) // the recorder has appended and reported the overrun
 	parent.End()
@@ -277,9 +278,9 @@ func TestAbandonedHandler(t *testing.T) {
 			return nil
 		})
 	}()
-	<-started
+	testwait.For(t, started, "the call to start")
 	f.advance(t, time.Second+5*time.Second)
-	require.ErrorIs(t, <-done, watchdog.ErrDeadlineExceeded)
+	require.ErrorIs(t, testwait.For(t, done, "the call's result"), watchdog.ErrDeadlineExceeded)
 	require.NoError(t, f.w.Check(f.ctx))
 
 	ms := f.collect(t)
@@ -420,7 +421,7 @@ func TestConcurrentHandlers(t *testing.T) {
 		}()
 	}
 	for range sessions {
-		require.NoError(t, <-errs)
+		require.NoError(t, testwait.For(t, errs, "a session's result"))
 	}
 	require.NoError(t, f.w.Check(f.ctx))
 	assert.Len(t, f.spans.Ended(), sessions*calls)
@@ -498,9 +499,9 @@ func TestObserveStatsExportsTheWatchdogsState(t *testing.T) {
 			return nil
 		})
 	}()
-	<-started
+	testwait.For(t, started, "the call to start")
 	f.advance(t, 6*time.Second)
-	require.ErrorIs(t, <-done, watchdog.ErrDeadlineExceeded)
+	require.ErrorIs(t, testwait.For(t, done, "the call's result"), watchdog.ErrDeadlineExceeded)
 
 	ms := f.collect(t)
 	want := map[string]int64{

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 	"github.com/sessionwatchdog/watchdog/stream"
 )
 
@@ -299,7 +300,7 @@ func TestAGuardInASessionRecordsTheStallWithItsLastProgress(t *testing.T) {
 	for i := range 2 {
 		require.NoError(t, advanceMock(mock, time.Second, w))
 		f.ch <- chunk{"tok"}
-		<-seen
+		testwait.For(t, seen, "the guard to return the chunk")
 		tool, others := look()
 		require.NotNil(t, tool, "a progress chunk is evidence on mcp_tool")
 		assert.Equal(t, begin.Add(time.Duration(i+1)*time.Second), *tool, "evidence at the chunk's instant")
@@ -307,12 +308,12 @@ func TestAGuardInASessionRecordsTheStallWithItsLastProgress(t *testing.T) {
 	}
 	require.NoError(t, advanceMock(mock, time.Second, w))
 	f.ch <- chunk{""} // a ping: not progress
-	<-seen
+	testwait.For(t, seen, "the guard to return the ping")
 	tool, others := look()
 	assert.Equal(t, begin.Add(2*time.Second), *tool, "a chunk that is not progress is not evidence")
 	assert.Empty(t, others)
 	require.NoError(t, advanceMock(mock, 4*time.Second, w))
-	assert.Equal(t, 3, <-got)
+	assert.Equal(t, 3, testwait.For(t, got, "the reader to end"))
 	require.ErrorIs(t, s.Err(), stream.ErrStalled)
 	require.NoError(t, s.Close())
 	require.NoError(t, w.Check(context.Background()))

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 	"github.com/sessionwatchdog/watchdog/stream"
 )
 
@@ -161,7 +162,7 @@ func TestReaderInASessionRecordsProgressLinesNotBytes(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, advanceMock(mock, 5*time.Second, w))
-	require.ErrorIs(t, <-done, stream.ErrStalled)
+	require.ErrorIs(t, testwait.For(t, done, "the copy to end"), stream.ErrStalled)
 	require.NoError(t, r.Close())
 	require.NoError(t, w.Check(context.Background()))
 	evs, err := store.Load(context.Background(), "agent")

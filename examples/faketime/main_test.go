@@ -11,6 +11,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 	"github.com/sessionwatchdog/watchdog/watchdogtest"
 )
 
@@ -49,7 +50,7 @@ func TestMockClockDrainIsCancelledAtTheBudget(t *testing.T) {
 	go func() { done <- Drain(s.Context(), jobs, s.Writer(watchdog.ChannelStdout, out)) }()
 
 	jobs <- "fetch"
-	<-out // the job's line was written
+	testwait.For(t, out, "the job's line to be written") // the job's line was written
 	// 59 s later nothing has fired yet...
 	if err := watchdogtest.Advance(ctx, mock, 59*time.Second, w); err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func TestMockClockDrainIsCancelledAtTheBudget(t *testing.T) {
 	if err := watchdogtest.Advance(ctx, mock, 2*time.Second, w); err != nil {
 		t.Fatal(err)
 	}
-	err = <-done
+	err = testwait.For(t, done, "Drain to return")
 	if !errors.Is(err, watchdog.ErrWallClockExceeded) {
 		t.Fatalf("Drain returned %v, want ErrWallClockExceeded", err)
 	}
@@ -101,7 +102,7 @@ func TestMockClockSilenceIsAnIdleTimeout(t *testing.T) {
 
 	for _, job := range []string{"a", "b", "c", "d", "e"} { // one job every 8 s
 		jobs <- job
-		<-out
+		testwait.For(t, out, "the job's line to be written")
 		if err := watchdogtest.Advance(ctx, mock, 8*time.Second, w); err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +113,7 @@ func TestMockClockSilenceIsAnIdleTimeout(t *testing.T) {
 	if err := watchdogtest.Advance(ctx, mock, 3*time.Second, w); err != nil { // 11 s of silence
 		t.Fatal(err)
 	}
-	if err := <-done; !errors.Is(err, watchdog.ErrIdleExceeded) {
+	if err := testwait.For(t, done, "Drain to return"); !errors.Is(err, watchdog.ErrIdleExceeded) {
 		t.Fatalf("Drain returned %v, want ErrIdleExceeded", err)
 	}
 }

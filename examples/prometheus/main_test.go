@@ -23,6 +23,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 	"github.com/sessionwatchdog/watchdog/otelwatchdog"
 	"github.com/sessionwatchdog/watchdog/watchdogtest"
 )
@@ -117,9 +118,9 @@ func TestAScrapeShowsTheWatchdogsMetricsUnderTheirOwnNames(t *testing.T) {
 			return context.Cause(ctx)
 		})
 	}()
-	<-started
+	testwait.For(t, started, "the handler to start")
 	require.NoError(t, watchdogtest.Advance(ctx, mock, 2*time.Minute, w.Watchdog))
-	require.ErrorIs(t, <-done, watchdog.ErrDeadlineExceeded)
+	require.ErrorIs(t, testwait.For(t, done, "the request's result"), watchdog.ErrDeadlineExceeded)
 	require.NoError(t, w.Check(ctx))
 
 	families := scrape(t, srv.URL+"/metrics")

@@ -11,6 +11,7 @@ import (
 	"github.com/thejerf/suture/v4"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 	"github.com/sessionwatchdog/watchdog/watchdogtest"
 )
 
@@ -90,7 +91,7 @@ func TestStalledLoopIsCancelledWithARecordedVerdictAndSutureResumesItInTheNextWi
 	supDone := sup.ServeBackground(supCtx)
 
 	start := mock.Now()
-	if win := <-loop.starts; win != 1 {
+	if win := testwait.For(t, loop.starts, "the first Serve to start"); win != 1 {
 		t.Fatalf("the first Serve ran window %d, want 1", win)
 	}
 	// Silent from the window's start: stale once silent for more than 30 s
@@ -107,7 +108,7 @@ func TestStalledLoopIsCancelledWithARecordedVerdictAndSutureResumesItInTheNextWi
 	if err := watchdogtest.Advance(ctx, mock, 15*time.Second, w); err != nil { // to start + 60 s
 		t.Fatal(err)
 	}
-	cause := <-loop.ended
+	cause := testwait.For(t, loop.ended, "window 1's loop to end")
 	var v *watchdog.VerdictError
 	if !errors.As(cause, &v) || !errors.Is(cause, watchdog.ErrIdleExceeded) || v.Window != 1 {
 		t.Fatalf("window 1 ended with %v, want an idle verdict on window 1", cause)
@@ -117,11 +118,11 @@ func TestStalledLoopIsCancelledWithARecordedVerdictAndSutureResumesItInTheNextWi
 	}
 
 	loop.release <- struct{}{} // window 1's loop returns: Serve returns the verdict
-	e := <-terminated
+	e := testwait.For(t, terminated, "suture's restart event")
 	if !e.Restarting || !errors.Is(e.Err.(error), watchdog.ErrIdleExceeded) {
 		t.Fatalf("suture got %v, want a restart after the idle verdict", e)
 	}
-	if win := <-loop.starts; win != 2 {
+	if win := testwait.For(t, loop.starts, "suture's restart to start"); win != 2 {
 		t.Fatalf("suture's restart ran window %d, want 2", win)
 	}
 
@@ -156,11 +157,11 @@ func TestStalledLoopIsCancelledWithARecordedVerdictAndSutureResumesItInTheNextWi
 
 	// Stopping the supervisor ends window 2 as "canceled", resumable.
 	stop()
-	if cause := <-loop.ended; !errors.Is(cause, context.Canceled) {
+	if cause := testwait.For(t, loop.ended, "window 2's loop to end"); !errors.Is(cause, context.Canceled) {
 		t.Fatalf("window 2 ended with %v, want context.Canceled", cause)
 	}
 	loop.release <- struct{}{}
-	<-supDone
+	testwait.For(t, supDone, "the supervisor to return")
 	evs := events(t, w, svc.ID)
 	if last := evs[len(evs)-1]; last.Kind != watchdog.KindStop || last.Reason != watchdog.StopCanceled || last.Window != 2 {
 		t.Fatalf("last event %s/%s in window %d, want a stop, canceled, in window 2", last.Kind, last.Reason, last.Window)
@@ -187,26 +188,26 @@ func TestSessionPastItsCeilingIsNotRestarted(t *testing.T) {
 		Policy: watchdog.Policy{WallClock: time.Minute, SessionCeiling: 90 * time.Second}}
 
 	done := serve(ctx, svc)
-	<-loop.starts
+	testwait.For(t, loop.starts, "the first Serve to start")
 	if err := watchdogtest.Advance(ctx, mock, 61*time.Second, w); err != nil {
 		t.Fatal(err)
 	}
-	<-loop.ended
+	testwait.For(t, loop.ended, "window 1's loop to end")
 	loop.release <- struct{}{}
-	if err := <-done; !errors.Is(err, watchdog.ErrWallClockExceeded) || errors.Is(err, suture.ErrDoNotRestart) {
+	if err := testwait.For(t, done, "the supervisor to return"); !errors.Is(err, watchdog.ErrWallClockExceeded) || errors.Is(err, suture.ErrDoNotRestart) {
 		t.Fatalf("window 1: Serve returned %v, want the wall-clock verdict, to be restarted", err)
 	}
 
 	done = serve(ctx, svc) // what suture does next
-	if win := <-loop.starts; win != 2 {
+	if win := testwait.For(t, loop.starts, "the second Serve to start"); win != 2 {
 		t.Fatalf("the second Serve ran window %d, want 2", win)
 	}
 	if err := watchdogtest.Advance(ctx, mock, 30*time.Second, w); err != nil { // the session is 91 s old
 		t.Fatal(err)
 	}
-	<-loop.ended
+	testwait.For(t, loop.ended, "window 2's loop to end")
 	loop.release <- struct{}{}
-	err := <-done
+	err := testwait.For(t, done, "the supervisor to return")
 	if !errors.Is(err, watchdog.ErrSessionCeilingExceeded) || !errors.Is(err, suture.ErrDoNotRestart) {
 		t.Fatalf("window 2: Serve returned %v, want the ceiling verdict and ErrDoNotRestart", err)
 	}
@@ -250,20 +251,20 @@ func TestClosedWatchdogIsNotRestartedAndTheNextProcessContinuesTheWindow(t *test
 
 	start := mock.Now()
 	done := serve(ctx, svc)
-	<-loop.starts
+	testwait.For(t, loop.starts, "Serve to start")
 	if err := watchdogtest.Advance(ctx, mock, 10*time.Minute, w); err != nil {
 		t.Fatal(err)
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- w.Close(ctx) }()
-	if cause := <-loop.ended; !errors.Is(cause, watchdog.ErrClosed) {
+	if cause := testwait.For(t, loop.ended, "the loop to end"); !errors.Is(cause, watchdog.ErrClosed) {
 		t.Fatalf("the window ended with %v, want ErrClosed", cause)
 	}
 	loop.release <- struct{}{}
-	if err := <-done; !errors.Is(err, suture.ErrDoNotRestart) || !errors.Is(err, watchdog.ErrClosed) {
+	if err := testwait.For(t, done, "the supervisor to return"); !errors.Is(err, suture.ErrDoNotRestart) || !errors.Is(err, watchdog.ErrClosed) {
 		t.Fatalf("Serve returned %v, want ErrClosed and ErrDoNotRestart", err)
 	}
-	if err := <-closed; err != nil {
+	if err := testwait.For(t, closed, "Close to return"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -272,7 +273,7 @@ func TestClosedWatchdogIsNotRestartedAndTheNextProcessContinuesTheWindow(t *test
 	defer w2.Close(ctx)
 	svc2 := &Service{W: w2, ID: svc.ID, Loop: loop.run, Policy: svc.Policy}
 	done = serve(ctx, svc2)
-	if win := <-loop.starts; win != 1 {
+	if win := testwait.For(t, loop.starts, "Serve to start"); win != 1 {
 		t.Fatalf("the next process ran window %d, want window 1 continued", win)
 	}
 	// The budget counts from the original start: it runs out 50 minutes
@@ -280,14 +281,14 @@ func TestClosedWatchdogIsNotRestartedAndTheNextProcessContinuesTheWindow(t *test
 	if err := watchdogtest.Advance(ctx, mock, 50*time.Minute+time.Second, w2); err != nil {
 		t.Fatal(err)
 	}
-	cause := <-loop.ended
+	cause := testwait.For(t, loop.ended, "the loop to end")
 	var v *watchdog.VerdictError
 	if !errors.As(cause, &v) || !errors.Is(cause, watchdog.ErrWallClockExceeded) ||
 		!v.FiredAt.Equal(start.Add(time.Hour+time.Nanosecond)) {
 		t.Fatalf("the continued window ended with %v, want the wall clock at start + 1 h + 1 ns", cause)
 	}
 	loop.release <- struct{}{}
-	if err := <-done; !errors.Is(err, watchdog.ErrWallClockExceeded) || errors.Is(err, suture.ErrDoNotRestart) {
+	if err := testwait.For(t, done, "the supervisor to return"); !errors.Is(err, watchdog.ErrWallClockExceeded) || errors.Is(err, suture.ErrDoNotRestart) {
 		t.Fatalf("Serve returned %v, want the verdict, to be restarted", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // fakeSystemd is the service manager's end of NOTIFY_SOCKET: a unixgram
@@ -104,7 +105,7 @@ func (c armedClock) AfterFunc(d time.Duration, f func()) *clock.Timer {
 // expectArmed waits until keepAlive armed a timer of d.
 func (c armedClock) expectArmed(t *testing.T, d time.Duration, what string) {
 	t.Helper()
-	if got := <-c.armed; got != d {
+	if got := testwait.For(t, c.armed, "keepAlive to arm a timer"); got != d {
 		t.Fatalf("keepAlive armed %v, want %v (%s)", got, d, what)
 	}
 }
@@ -155,7 +156,7 @@ func TestKeepAliveSendsReadyThenAPingEveryHalfWatchdogUsecWhileCheckAnswers(t *t
 	}
 	clk.expectArmed(t, interval, "the next ping")
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := testwait.For(t, done, "keepAlive to return"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("keepAlive returned %v, want context.Canceled", err)
 	}
 	sd.expectNothingSent(t)
@@ -186,7 +187,7 @@ func TestPingsStopForGoodOnceTheWatchdogIsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Add(interval)
-	if err := <-done; !errors.Is(err, watchdog.ErrClosed) {
+	if err := testwait.For(t, done, "keepAlive to return"); !errors.Is(err, watchdog.ErrClosed) {
 		t.Fatalf("keepAlive returned %v, want ErrClosed", err)
 	}
 	sd.expectNothingSent(t)
@@ -234,7 +235,7 @@ func TestPingIsWithheldWhileCheckDoesNotAnswer(t *testing.T) {
 	clk.Add(interval)
 	clk.expectArmed(t, interval/2, "the probe's deadline")
 	clk.Add(interval / 2) // the probe times out
-	if err := <-missed; err == nil || !strings.Contains(err.Error(), "did not answer within 500ms") {
+	if err := testwait.For(t, missed, "the missed-notification report"); err == nil || !strings.Contains(err.Error(), "did not answer within 500ms") {
 		t.Fatalf("the missed probe reported %v, want that Check did not answer in time", err)
 	}
 	clk.expectArmed(t, interval, "the second ping")
@@ -247,7 +248,7 @@ func TestPingIsWithheldWhileCheckDoesNotAnswer(t *testing.T) {
 		t.Fatalf("got %q, want WATCHDOG=1 once Check answers", got)
 	}
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := testwait.For(t, done, "keepAlive to return"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("keepAlive returned %v, want context.Canceled", err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // ev is a test event: an id and a lane.
@@ -206,7 +208,7 @@ func TestIDsArePrefixAndSequenceAndUniqueUnderConcurrentUse(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the goroutines taking ids")
 	require.Len(t, seen, 8000)
 }
 

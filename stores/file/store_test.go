@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 	"github.com/sessionwatchdog/watchdog/stores/file"
 	"github.com/sessionwatchdog/watchdog/storetest"
 )
@@ -119,7 +120,7 @@ func TestFileStoreAfterClose(t *testing.T) {
 	sub, err := s.Subscribe(ctx, "a")
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
-	_, open := <-sub
+	_, open := testwait.Recv(t, sub, "Close to close the subscription")
 	assert.False(t, open, "Close closes every subscription")
 	require.ErrorIs(t, s.Append(ctx, fileEvent("e1", "a", watchdog.KindStart, 1)), watchdog.ErrClosed)
 	_, err = s.Load(ctx, "a")
@@ -305,7 +306,7 @@ func TestFileStoreSubscribeFollow(t *testing.T) {
 	require.NoError(t, err)
 	defer stop()
 	advance(t, mock, 2*time.Second, w)
-	<-fctx.Done()
+	testwait.For(t, fctx.Done(), "the follower's context to end")
 	var v *watchdog.VerdictError
 	require.True(t, errors.As(context.Cause(fctx), &v))
 	assert.Equal(t, "watchdog_wall_clock_exceeded", v.StopReasonCode())

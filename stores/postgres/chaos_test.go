@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // The chaos test runs a fleet: several orchestrator processes ("members",
@@ -369,7 +370,7 @@ func TestChaosFleet(t *testing.T) {
 		require.NoError(t, stopped.cmd.Process.Signal(syscall.SIGCONT))
 	}
 	if stalled {
-		<-stallDone
+		testwait.For(t, stallDone, "the stalled member's stall to end")
 	}
 	// The members start nothing more; once every Start in progress has
 	// returned, the table holds every session there will be.
@@ -412,9 +413,11 @@ func TestChaosFleet(t *testing.T) {
 		_ = m.inClose()
 	}
 	for _, m := range fleet {
-		_ = m.cmd.Wait()
-		for range m.lines {
-		}
+		testwait.For(t, testwait.Returns(func() {
+			_ = m.cmd.Wait()
+			for range m.lines {
+			}
+		}), "member "+m.owner+" to exit")
 	}
 	elapsed := time.Since(began)
 

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 	"github.com/sessionwatchdog/watchdog/watchdogtest"
 )
 
@@ -22,15 +25,63 @@ import (
 const testLease = 300 * time.Millisecond
 
 // paused returns a Watchdog on its own mock clock (set to now), on its own
-// Store of table, with a 300 ms lease.
+// Store of table, with a 300 ms lease. Its first heartbeat fails, as one
+// that times out under load does (see startPaused).
 func paused(t *testing.T, table string) (*watchdog.Watchdog, *clock.Mock) {
 	t.Helper()
 	mock := clock.NewMock()
 	mock.Set(time.Now())
 	w := watchdog.New(watchdog.WithClock(mock), watchdog.WithLease(testLease),
-		watchdog.WithStore(newStore(t, testPool(t), WithTable(table))))
+		watchdog.WithStore(&firstHeartbeatFails{Store: newStore(t, testPool(t), WithTable(table))}))
 	t.Cleanup(func() { _ = w.Close(context.Background()) })
 	return w, mock
+}
+
+// firstHeartbeatFails is a Store whose first Heartbeat fails.
+type firstHeartbeatFails struct {
+	*Store
+	failed atomic.Bool
+}
+
+func (f *firstHeartbeatFails) Heartbeat(ctx context.Context, owner string, ttl time.Duration, cps []watchdog.Checkpoint) error {
+	if f.failed.CompareAndSwap(false, true) {
+		return errors.New("test: the first heartbeat timed out")
+	}
+	return f.Store.Heartbeat(ctx, owner, ttl, cps)
+}
+
+// startPaused starts session id on owner, a paused Watchdog (see paused),
+// and returns it. Start waits for the owner's first lease, and its first
+// heartbeat fails: the retry comes a third of a lease later on the owner's
+// clock, which the test moves by that much every 20 ms until Start returns
+// (the owner pauses after). It fails the test if Start has not returned
+// within testwait.Bound.
+func startPaused(t *testing.T, owner *watchdog.Watchdog, mock *clock.Mock, id string, p watchdog.Policy) *watchdog.Session {
+	t.Helper()
+	type started struct {
+		s   *watchdog.Session
+		err error
+	}
+	res := make(chan started, 1)
+	begin := mock.Now()
+	go func() {
+		s, err := owner.Start(context.Background(), id, begin, p)
+		res <- started{s, err}
+	}()
+	tick := time.NewTicker(20 * time.Millisecond) // the owner's clock runs while it starts
+	defer tick.Stop()
+	bound := time.After(testwait.Bound)
+	for {
+		select {
+		case r := <-res:
+			require.NoError(t, r.err)
+			return r.s
+		case <-tick.C:
+			mock.Add(testLease / 3)
+		case <-bound:
+			t.Fatalf("waited %v for the paused owner's Start: its heartbeats took no lease", testwait.Bound)
+		}
+	}
 }
 
 // adopter returns a Watchdog on the real clock that adopts orphans.
@@ -53,15 +104,14 @@ func TestAnAdopterEndsTheWindowOfALostOwner(t *testing.T) {
 	table := uniqueTable(t)
 	store := newStore(t, testPool(t), WithTable(table))
 	owner, mock := paused(t, table)
-	s, err := owner.Start(ctx, "agent", mock.Now(), watchdog.Policy{WallClock: time.Hour})
-	require.NoError(t, err)
+	s := startPaused(t, owner, mock, "agent", watchdog.Policy{WallClock: time.Hour})
 	require.NoError(t, owner.Check(ctx))
 	follow, stop, err := watchdog.Follow(ctx, store, "agent")
 	require.NoError(t, err)
 	defer stop()
 
 	ad := adopter(t, table)
-	<-follow.Done()
+	testwait.For(t, follow.Done(), "the follower to see the adopter end the window")
 	require.ErrorIs(t, context.Cause(follow), watchdog.ErrSessionStopped)
 	evs, err := store.Load(ctx, "agent")
 	require.NoError(t, err)
@@ -101,15 +151,14 @@ func TestAnAdopterContinuesAWindowUnderItsRecordedPolicy(t *testing.T) {
 	store := newStore(t, testPool(t), WithTable(table))
 	owner, mock := paused(t, table)
 	begin := mock.Now()
-	_, err := owner.Start(ctx, "agent", begin, watchdog.Policy{WallClock: 2 * time.Second, ContinueWhenOwnerLost: true})
-	require.NoError(t, err)
+	startPaused(t, owner, mock, "agent", watchdog.Policy{WallClock: 2 * time.Second, ContinueWhenOwnerLost: true})
 	require.NoError(t, owner.Check(ctx))
 	follow, stop, err := watchdog.Follow(ctx, store, "agent")
 	require.NoError(t, err)
 	defer stop()
 
 	adopter(t, table)
-	<-follow.Done()
+	testwait.For(t, follow.Done(), "the follower to see the adopter's verdict")
 	require.ErrorIs(t, context.Cause(follow), watchdog.ErrWallClockExceeded)
 	evs, err := store.Load(ctx, "agent")
 	require.NoError(t, err)

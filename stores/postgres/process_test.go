@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // The two-process tests re-execute this test binary in a role (TestMain
@@ -199,9 +200,12 @@ func (c *child) expect(prefix string) string {
 // wait waits for the child to exit and requires exit status 0.
 func (c *child) wait() {
 	c.t.Helper()
-	for range c.lines {
-	}
-	require.NoError(c.t, c.cmd.Wait(), "%s's exit status", c.name)
+	err := testwait.Call(c.t, func() error {
+		for range c.lines {
+		}
+		return c.cmd.Wait()
+	}, c.name+" to exit")
+	require.NoError(c.t, err, "%s's exit status", c.name)
 }
 
 func (c *child) kill() {

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // The tests of this file produce each refusal for real: the event passes
@@ -179,6 +180,7 @@ func TestAConnectionLostDuringAnInsertStaysRetryable(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Append(ctx, e) }()
 	var pid int32
+	bound := time.Now().Add(testwait.Bound)
 	for { // until the store's backend waits on the blocker's transaction
 		err := admin.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
 			WHERE application_name = $1 AND wait_event_type = 'Lock' AND wait_event = 'transactionid'`, app).Scan(&pid)
@@ -186,12 +188,15 @@ func TestAConnectionLostDuringAnInsertStaysRetryable(t *testing.T) {
 			break
 		}
 		require.ErrorIs(t, err, pgx.ErrNoRows)
+		if time.Now().After(bound) {
+			t.Fatalf("waited %v for the store's backend to wait on the blocker's lock", testwait.Bound)
+		}
 	}
 	var killed bool
 	require.NoError(t, admin.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&killed))
 	require.True(t, killed)
 
-	err = <-done
+	err = testwait.For(t, done, "Append to return once its backend was terminated")
 	require.Error(t, err)
 	var pgErr *pgconn.PgError
 	require.True(t, errors.As(err, &pgErr), "the server's FATAL error is returned: %v", err)

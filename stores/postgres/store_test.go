@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 	"github.com/sessionwatchdog/watchdog/storetest"
 	"github.com/sessionwatchdog/watchdog/watchdogtest"
 )
@@ -68,7 +69,7 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs <- Migrate(context.Background(), pool, WithTable(table)) }()
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the concurrent migrations")
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)
@@ -85,7 +86,7 @@ func TestAfterClose(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close())
-	_, open := <-sub
+	_, open := testwait.Recv(t, sub, "Close to close the subscription")
 	assert.False(t, open, "Close closes every subscription")
 	require.ErrorIs(t, s.Append(ctx, ev("e1", "a", watchdog.KindStart, 1)), watchdog.ErrClosed)
 	_, err = s.Load(ctx, "a")
@@ -136,26 +137,26 @@ func TestSubscriptionCatchesUpAfterListenerConnectionIsKilled(t *testing.T) {
 
 	sub, err := s.Subscribe(ctx, "a")
 	require.NoError(t, err)
-	<-listening
+	testwait.For(t, listening, "the listener to listen")
 	require.NoError(t, s.Append(ctx, ev("e1", "a", watchdog.KindStart, 1)))
-	require.Equal(t, "e1", (<-sub).ID)
+	require.Equal(t, "e1", testwait.For(t, sub, "the notification of e1").ID)
 
 	var killed bool
 	require.NoError(t, pool.QueryRow(ctx,
 		`SELECT bool_and(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, s.appName).Scan(&killed))
 	require.True(t, killed, "the listener's backend was terminated")
-	<-lost // the listener saw the connection die and waits for the gate
+	testwait.For(t, lost, "the listener to see its connection die") // the listener saw the connection die and waits for the gate
 
 	require.NoError(t, s.Append(ctx, ev("e2", "a", watchdog.KindResume, 1)))
 	require.NoError(t, s.Append(ctx, ev("x1", "b", watchdog.KindResume, 1), ev("e3", "a", watchdog.KindCancel, 1)))
 	close(gate)
-	<-listening // reconnected
-	require.Equal(t, "e2", (<-sub).ID)
-	require.Equal(t, "e3", (<-sub).ID)
+	testwait.For(t, listening, "the listener to reconnect") // reconnected
+	require.Equal(t, "e2", testwait.For(t, sub, "the notification of e2").ID)
+	require.Equal(t, "e3", testwait.For(t, sub, "the notification of e3").ID)
 	require.NoError(t, s.Append(ctx, ev("e4", "a", watchdog.KindResume, 2)))
-	require.Equal(t, "e4", (<-sub).ID, "notifications flow again after the reconnect")
+	require.Equal(t, "e4", testwait.For(t, sub, "the notification of e4").ID, "notifications flow again after the reconnect")
 	require.NoError(t, s.Close())
-	_, open := <-sub
+	_, open := testwait.Recv(t, sub, "Close to close the subscription")
 	require.False(t, open)
 }
 
@@ -199,7 +200,7 @@ func TestAWindowPassesToAnotherWatchdogWhenItsOwnerCloses(t *testing.T) {
 
 	require.NoError(t, watchdogtest.Advance(ctx, mock, 7*time.Second+time.Nanosecond, w2))
 	require.ErrorIs(t, context.Cause(s2.Context()), watchdog.ErrWallClockExceeded)
-	<-follow.Done()
+	testwait.For(t, follow.Done(), "the follower to see the new owner's verdict")
 	require.ErrorIs(t, context.Cause(follow), watchdog.ErrWallClockExceeded)
 
 	evs, err := store1.Load(ctx, "shared")
@@ -229,7 +230,7 @@ func TestFollowAcrossStores(t *testing.T) {
 	c := ev("c1", "job", watchdog.KindCancel, 1)
 	c.Reason = "wall_clock_exceeded"
 	require.NoError(t, supervisor.Append(ctx, c))
-	<-fctx.Done()
+	testwait.For(t, fctx.Done(), "the follower to see the cancel")
 	var v *watchdog.VerdictError
 	require.True(t, errors.As(context.Cause(fctx), &v))
 	assert.Equal(t, "watchdog_wall_clock_exceeded", v.StopReasonCode())
