@@ -14,10 +14,16 @@
 //     watched session (a *watchdog.Session parameter or local variable) is
 //     in scope, a call that passes context.Background() or context.TODO()
 //     where a context goes: the caller's deadline and the session's verdict
-//     never reach it. Calls of the watchdog library itself (Close, Check,
-//     Start...) are not reported under the session rule: their context is
-//     the caller's to choose, nor is a new context derived from
-//     context.Background() (context.WithTimeout...).
+//     never reach it. That holds for calls through function values too:
+//     tools["search"](context.Background(), q) on a map of tools, a
+//     func-typed parameter, field or variable. In a function that has a
+//     context, a context derived from context.Background()
+//     (context.WithTimeout(context.Background(), d)) is reported as well:
+//     it drops the caller's deadline all the same. Where only a session is
+//     in scope, neither calls of the watchdog library itself (Close, Check,
+//     Start...), whose context is the caller's to choose, nor a context
+//     derived from context.Background() (a context of its own, on purpose)
+//     are reported.
 //
 // A line, or the line above it, with a comment "//watchdog:unbounded
 // <reason>" accepts the call on purpose; the reason is required.
@@ -107,12 +113,21 @@ func run(pass *analysis.Pass) (any, error) {
 			if !push {
 				return true
 			}
-			fn, _ := typeutil.Callee(pass.TypesInfo, n).(*types.Func)
-			if fn == nil {
+			if tv, ok := pass.TypesInfo.Types[n.Fun]; ok && tv.IsType() {
+				return true // a conversion
+			}
+			callee := typeutil.Callee(pass.TypesInfo, n)
+			if _, ok := callee.(*types.Builtin); ok {
 				return true
 			}
-			if msg := advice[fn.FullName()]; msg != "" {
-				report(n, n.Lparen, msg)
+			// fn is nil for a call through a function value: a map of
+			// tools (tools["search"](ctx, q)), a func-typed parameter,
+			// field or variable, a function literal called at once.
+			fn, _ := callee.(*types.Func)
+			if fn != nil {
+				if msg := advice[fn.FullName()]; msg != "" {
+					report(n, n.Lparen, msg)
+				}
 			}
 			hasCtx := len(stack) > 0 && stack[len(stack)-1]
 			for _, arg := range n.Args {
@@ -121,7 +136,7 @@ func run(pass *analysis.Pass) (any, error) {
 				case name == "":
 				case hasCtx:
 					report(n, arg.Pos(), name+" where the function has a context: the caller's deadline and the watchdog's verdict never reach this call; pass the context")
-				case !ofLibrary(fn) && fn.Pkg() != nil && fn.Pkg().Path() != "context" && sessionInScope(pass, n.Pos()):
+				case sessionRule(fn) && sessionInScope(pass, n.Pos()):
 					report(n, arg.Pos(), name+" where a watched session is in scope: its verdict never reaches this call; pass the session's Context()")
 				}
 			}
@@ -182,6 +197,14 @@ func sessionInScope(pass *analysis.Pass, pos token.Pos) bool {
 		}
 	}
 	return false
+}
+
+// sessionRule reports whether a call of fn (nil: through a function value)
+// is one the session rule applies to: not the library's own (Close,
+// Check, Start...), whose context is the caller's to choose, nor the
+// context package's (a context derived on purpose).
+func sessionRule(fn *types.Func) bool {
+	return fn == nil || !ofLibrary(fn) && fn.Pkg() != nil && fn.Pkg().Path() != "context"
 }
 
 // ofLibrary reports whether fn is the watchdog library's own (Close, Check,
