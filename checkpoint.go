@@ -35,7 +35,7 @@ func (w *Watchdog) runCheckpoints(every time.Duration, tick <-chan struct{}, t *
 		now := w.now()
 		for i, s := range ss {
 			e := s.event(KindCheckpoint, now)
-			e.EvidenceSummary = cps[i].Evidence // on the timeline: record shifts them
+			e.EvidenceSummary, e.LimitSeconds = cps[i].Evidence, every.Seconds() // on the timeline (record shifts them); the interval, for what-if
 			w.record(nil, e)
 			s.ckpt.Store(sums[i])
 		}

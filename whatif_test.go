@@ -119,10 +119,11 @@ func TestWhatIfWallClockIsDecidedFromTheStartAlone(t *testing.T) {
 	assert.Equal(t, "completed at 2026-05-23T09:00:50Z", w.FalseStopWhy)
 }
 
-// After the window's last observation the log knows nothing, unless the
-// checkpoint interval is given: no checkpoint since then proves no output
-// until one interval before the window's end.
-func TestWhatIfCheckpointIntervalDecidesTheSilenceAfterTheLastObservation(t *testing.T) {
+// silentTailLog records session "s" under a 1 h wall clock with
+// checkpoints every second: output every second for 5 s, then silence
+// until a completed stop at 50 s.
+func silentTailLog(t *testing.T) []watchdog.Event {
+	t.Helper()
 	mock := newMock()
 	store := watchdog.NewMemoryStore()
 	w := newWatchdog(t, mock, store, watchdog.WithCheckpoints(time.Second))
@@ -139,14 +140,43 @@ func TestWhatIfCheckpointIntervalDecidesTheSilenceAfterTheLastObservation(t *tes
 	require.NoError(t, w.Close(ctx))
 	events := load(t, store, "s")
 	require.Positive(t, countKind(events, watchdog.KindCheckpoint))
+	return events
+}
 
+// After the window's last observation the log knows nothing, unless the
+// checkpoint interval is known: no checkpoint since then proves no output
+// until one interval before the window's end. A log whose checkpoints do
+// not carry it (written before they did) needs it given.
+func TestWhatIfCheckpointIntervalDecidesTheSilenceAfterTheLastObservation(t *testing.T) {
+	events := silentTailLog(t)
+	for i := range events {
+		events[i].LimitSeconds = 0 // the interval, not recorded
+	}
 	cand := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, SettleChecks: 1}
 	unknown := whatIf(t, events, cand, 0)
 	assert.Equal(t, whatif.Undetermined, unknown.Outcome)
+	assert.Zero(t, unknown.CheckpointEvery)
 	known := whatIf(t, events, cand, time.Second)
 	require.Equal(t, whatif.Earlier, known.Outcome, known.Undetermined)
 	assert.Equal(t, t0.Add(15*time.Second+1), known.Candidate[0].At)
 	assert.Equal(t, "completed at 2026-05-23T09:00:50Z", known.FalseStopWhy)
+	assert.Equal(t, time.Second, known.CheckpointEvery)
+}
+
+// A Watchdog with WithCheckpoints records its interval on each checkpoint
+// (limit_seconds): what-if reads it from the log, with a tenth more for
+// the pass's own time, and decides as with the interval given.
+func TestWhatIfReadsTheCheckpointIntervalFromTheLog(t *testing.T) {
+	events := silentTailLog(t)
+	for _, e := range ofKind(events, watchdog.KindCheckpoint) {
+		assert.Equal(t, 1.0, e.LimitSeconds, "the interval, on checkpoint %s", e.ID)
+	}
+	cand := watchdog.Policy{WallClock: time.Hour, IdleWindow: 10 * time.Second, SettleChecks: 1}
+	w := whatIf(t, events, cand, 0)
+	require.Equal(t, whatif.Earlier, w.Outcome, w.Undetermined)
+	assert.Equal(t, t0.Add(15*time.Second+1), w.Candidate[0].At)
+	assert.Equal(t, "completed at 2026-05-23T09:00:50Z", w.FalseStopWhy)
+	assert.Equal(t, 1100*time.Millisecond, w.CheckpointEvery)
 }
 
 // A window the recorded policy cancelled: the candidate that would not
@@ -360,4 +390,73 @@ func TestWhatIfOfAnEmptyLogIsAnEmptyReport(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, r.Windows)
 	assert.Zero(t, r.Totals)
+}
+
+// toolCallLog records session "s" under p on a mock clock, with
+// checkpoints every second and call records: stdout output at 1 s, a tool
+// call "search" (cap 1 min) from 2 s to 12 s, output at 15 s, and a
+// completed stop at 30 s (if p has not stopped the window by then).
+func toolCallLog(t *testing.T, p watchdog.Policy) []watchdog.Event {
+	t.Helper()
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store, watchdog.WithCheckpoints(time.Second), watchdog.WithCallRecords(16))
+	ctx := context.Background()
+	s, err := w.Start(ctx, "s", t0, p)
+	require.NoError(t, err)
+	advance(t, mock, time.Second, w)
+	s.Touch(watchdog.ChannelStdout)
+	advance(t, mock, time.Second, w)
+	started, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- watchdog.Call(s.Context(), "search", time.Minute, func(ctx context.Context) error {
+			close(started)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		})
+	}()
+	testwait.For(t, started, "the tool call to start")
+	advance(t, mock, 10*time.Second, w)
+	close(release)
+	testwait.For(t, done, "the tool call to return")
+	advance(t, mock, 3*time.Second, w)
+	s.Touch(watchdog.ChannelStdout)
+	advance(t, mock, 15*time.Second, w)
+	if s.Context().Err() == nil {
+		require.NoError(t, s.Stop())
+	}
+	advance(t, mock, time.Second, w)
+	require.NoError(t, w.Close(ctx))
+	return load(t, store, "s")
+}
+
+// With WithCallRecords, the log holds every tool call's interval: a call
+// in flight is bounded work that defers the idle rule, as the Watchdog
+// does live, and what-if decides a stricter idle rule across it. The
+// candidate's decision is the one a live Watchdog under the candidate
+// takes on the same run.
+func TestWhatIfDecidesAStricterIdleRuleAcrossToolCallsFromTheirRecords(t *testing.T) {
+	recorded := watchdog.Policy{WallClock: time.Hour, IdleWindow: 9 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 3, Mode: watchdog.ModeShadow}
+	events := toolCallLog(t, recorded)
+	require.Equal(t, 1, countKind(events, watchdog.KindCallCompleted))
+	deferred := false
+	for _, e := range events {
+		deferred = deferred || e.HandlersInFlight > 0
+	}
+	require.True(t, deferred, "a recorded verdict shows the call in flight")
+
+	cand := watchdog.Policy{WallClock: time.Hour, IdleWindow: 5 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1}
+	live := ofKind(toolCallLog(t, cand), watchdog.KindDecision)
+	require.NotEmpty(t, live, "the candidate decides live")
+	w := whatIf(t, events, cand, 0)
+	require.NotEqual(t, whatif.Undetermined, w.Outcome, w.Undetermined)
+	require.NotEmpty(t, w.Candidate)
+	assert.Equal(t, whatif.Decision{At: live[0].OccurredAt.UTC(), Rule: live[0].Rule, Mode: watchdog.ModeAct}, w.Candidate[0],
+		"the live candidate's decision")
+	assert.Equal(t, t0.Add(12*time.Second), w.Candidate[0].At, "deferred by the call in flight until it returned")
+	assert.Equal(t, whatif.Earlier, w.Outcome)
+	assert.True(t, w.FalseStop, "output at 15 s")
 }

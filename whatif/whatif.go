@@ -4,6 +4,7 @@ package whatif
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -91,6 +92,11 @@ type Window struct {
 	// first instant the log cannot decide (then Undetermined says why).
 	DecidedUntil time.Time `json:"decided_until"`
 	Undetermined string    `json:"undetermined,omitempty"`
+	// CheckpointEvery is the checkpoint interval Run took for the window:
+	// Run's argument, else the one its Watchdog recorded on its
+	// checkpoints (limit_seconds) plus a tenth for the pass's own time;
+	// zero: unknown.
+	CheckpointEvery time.Duration `json:"checkpoint_every_ns,omitempty"`
 	// Changes are the decisions that differ, up to DecidedUntil (and the
 	// candidate's stop).
 	Changes []Change `json:"changes,omitempty"`
@@ -146,12 +152,28 @@ const maxWhatIfLooks = 1 << 20
 // between two observations date that evidence exactly; by more, the
 // evidence in between is known only to lie between the two latest
 // instants; after a window's last observation nothing is known, unless
-// checkpointEvery is the log's WithCheckpoints interval: a checkpoint
-// records every change within it, so no checkpoint since proves no
-// evidence until checkpointEvery before the window's end. Give it only for
-// a log written with WithCheckpoints(checkpointEvery), by a Watchdog with
-// at most 4,096 changing windows per pass, and add a margin for the
-// pass's own time on a real clock; zero means unknown.
+// the checkpoint interval is known: a checkpoint records every change
+// within it, so no checkpoint since proves no evidence until an interval
+// before the window's end. A Watchdog with WithCheckpoints records its
+// interval on each checkpoint (limit_seconds), which Run takes, plus a
+// tenth for the pass's own time on a real clock, when checkpointEvery is
+// zero; a window without a checkpoint has none. checkpointEvery, when
+// positive, is taken instead, for every window: give it only for a log
+// written with WithCheckpoints(checkpointEvery), by a Watchdog with at
+// most 4,096 changing windows per pass, with a margin for the pass's own
+// time.
+//
+// With WithCallRecords the log holds each tool call's interval (a
+// runtime.handler.completed event: its end and how long it ran; a call
+// abandoned at its deadline, its abandoned event), and Run gives the
+// candidate's idle rule the calls in flight at each look, as bounded work
+// that defers it until the call ends (the Watchdog looks again then), as
+// the Watchdog does live. A call that a verdict shows in flight (its
+// calls_in_flight) but no record holds (past WithCallRecords' n, or one
+// still running when the window ended) is in flight from its start to the
+// last event that shows it, and unknown after unless that is the window's
+// last event. Calls that no record holds and no verdict shows are taken to
+// have been none: give WithCallRecords an n above a window's calls.
 //
 // Run is exact and conservative: it claims a decision at T only when
 // every evidence history the log allows gives it, and otherwise reports
@@ -159,9 +181,9 @@ const maxWhatIfLooks = 1 << 20
 // also reports undetermined what the log does not hold: the children wait
 // under a ceiling other than the recorded one (past the ceiling's age),
 // a liveness rule of the user's under other settle limits, and the idle
-// rule of a window whose verdicts show handlers in flight, a waiting
-// state or a moved idle floor (RunPhase attempts, waits). Windows that
-// show none are taken to have had none.
+// rule of a window whose verdicts show handlers in flight without call
+// records, a waiting state or a moved idle floor (RunPhase attempts,
+// waits). Windows that show none are taken to have had none.
 //
 // The error is for a candidate that Validate refuses (wrapping
 // watchdog.ErrInvalidPolicy), a negative checkpointEvery (watchdog.ErrInvalidArgument), or a
@@ -257,6 +279,21 @@ type external struct {
 	why  string
 }
 
+// call is a tool call of a window as the log shows it: in flight from
+// start to end (UnixNano; end excluded, math.MaxInt64 past the window's
+// end).
+type call struct {
+	name       string
+	start, end int64
+}
+
+// recordedCall returns the call of a completed or abandoned record (e: its
+// end, and how long it ran).
+func recordedCall(e *watchdog.Event) call {
+	end := e.OccurredAt.UnixNano()
+	return call{name: e.Handler, start: end - int64(math.Round(e.MeasureSeconds*1e9)), end: end}
+}
+
 // whatIfWindow is Run of one window's events.
 func window(evs []watchdog.Event, cand watchdog.Policy, ckptEvery time.Duration) Window {
 	w := Window{SessionID: evs[0].AggregateID, Window: evs[0].Window, End: "open",
@@ -265,6 +302,16 @@ func window(evs []watchdog.Event, cand watchdog.Policy, ckptEvery time.Duration)
 	var recorded *watchdog.Policy
 	idleOpaque := ""
 	var obs []watchdog.Event
+	// With call records, the calls' intervals; the calls verdicts show in
+	// flight (listed), matched with them after.
+	recordsOn := slices.ContainsFunc(evs, func(e watchdog.Event) bool { return e.Kind == watchdog.KindCallCompleted })
+	var calls []call
+	type listing struct {
+		c     call // end: the listing's instant
+		index int
+	}
+	var listed []listing
+	var loggedEvery time.Duration
 	end := -1 // index of the last event the window is followed to
 	for i := range evs {
 		e := &evs[i]
@@ -290,10 +337,30 @@ func window(evs []watchdog.Event, cand watchdog.Policy, ckptEvery time.Duration)
 		}
 		if len(e.EvidenceSummary) > 0 && !(e.Kind == watchdog.KindCheckpoint && e.Owner == "") {
 			obs = append(obs, *e)
+			if e.Kind == watchdog.KindCheckpoint {
+				loggedEvery = max(loggedEvery, time.Duration(math.Round(e.LimitSeconds*1e9)))
+			}
+		}
+		if recordsOn {
+			switch {
+			case e.Layer != string(watchdog.LayerHandler):
+			case e.Kind == watchdog.KindCallCompleted, e.Kind == watchdog.KindHandlerAbandoned:
+				calls = append(calls, recordedCall(e))
+			}
+			n := 0
+			for _, c := range e.CallsInFlight {
+				if c.Layer == watchdog.LayerHandler && e.HandlersInFlight > 0 {
+					listed = append(listed, listing{call{c.Name, c.StartedAt.UnixNano(), e.OccurredAt.UnixNano()}, i})
+					n++
+				}
+			}
+			if n < e.HandlersInFlight && idleOpaque == "" {
+				idleOpaque = fmt.Sprintf("handlers in flight at %s defer the idle rule, and the verdict does not list them all", stamp(e.OccurredAt))
+			}
 		}
 		switch {
 		case idleOpaque != "":
-		case e.HandlersInFlight > 0:
+		case e.HandlersInFlight > 0 && !recordsOn:
 			idleOpaque = fmt.Sprintf("handlers in flight at %s defer the idle rule, and the log records them only on verdicts", stamp(e.OccurredAt))
 		case e.Waiting:
 			idleOpaque = fmt.Sprintf("a waiting state at %s suspends the idle rule, and the log records it only on verdicts", stamp(e.OccurredAt))
@@ -319,6 +386,34 @@ func window(evs []watchdog.Event, cand watchdog.Policy, ckptEvery time.Duration)
 		w.EndedAt = last.FiredAt.UTC() // the recorded policy ended the window when it fired
 	}
 	completed := w.End == "stop:"+watchdog.StopCompleted
+
+	// The calls verdicts show in flight that no record holds: in flight
+	// from their start to the last event that shows them, through the
+	// window's end if that is its last event; after, unknown (from
+	// unknownAfter on, the idle rule is undetermined where it would count).
+	unknownAfter, unknownWhy := int64(math.MaxInt64), ""
+	for i, l := range listed {
+		if slices.ContainsFunc(calls, func(c call) bool { return c.name == l.c.name && c.start == l.c.start }) ||
+			slices.ContainsFunc(listed[i+1:], func(m listing) bool { return m.c.name == l.c.name && m.c.start == l.c.start }) {
+			continue // recorded, or shown again later
+		}
+		c := l.c
+		if l.index == end {
+			c.end = math.MaxInt64
+		} else {
+			c.end++ // in flight at the listing's instant
+			if c.end-1 < unknownAfter {
+				unknownAfter = c.end - 1
+				unknownWhy = fmt.Sprintf("the call %q in flight at %s has no record of its end (past WithCallRecords' n?), and calls in flight defer the idle rule",
+					c.name, stamp(time.Unix(0, unknownAfter)))
+			}
+		}
+		calls = append(calls, c)
+	}
+	if ckptEvery == 0 && loggedEvery > 0 {
+		ckptEvery = loggedEvery + loggedEvery/10 // the pass's own time on a real clock
+	}
+	w.CheckpointEvery = ckptEvery
 
 	// The channels the candidate sees, and what the log proves of each.
 	l := policyview.Limits(cand)
@@ -443,13 +538,31 @@ func window(evs []watchdog.Event, cand watchdog.Policy, ckptEvery time.Duration)
 			undetermined(t, fmt.Sprintf("more than %d looks in one window", maxWhatIfLooks))
 			break
 		}
+		// The calls in flight at t: bounded work, as the Watchdog counts
+		// it, until the first of them ends (it looks again then).
+		now, ends := t.UnixNano(), int64(math.MaxInt64)
+		sn.BoundedWork, sn.BoundedUntil = 0, time.Time{}
+		for _, c := range calls {
+			if c.start <= now && now < c.end {
+				sn.BoundedWork++
+				sn.BoundedUntil = time.Unix(0, min(c.end, w.EndedAt.UnixNano()+1)).UTC()
+			}
+			if c.end > now {
+				ends = min(ends, c.end)
+			}
+		}
 		v, why := decideBounded(l, &sn, know, names, floor, t)
 		if why != "" {
 			undetermined(t, why)
 			break
 		}
-		if idleOpaque != "" && v.Rule == decide.RuleIdle && (v.Record || v.Action != decide.Continue) {
+		idle := v.Rule == decide.RuleIdle && (v.Record || v.Action != decide.Continue)
+		if idle && idleOpaque != "" {
 			undetermined(t, idleOpaque)
+			break
+		}
+		if idle && now > unknownAfter {
+			undetermined(t, unknownWhy)
 			break
 		}
 		sn.State = v.State
@@ -463,6 +576,9 @@ func window(evs []watchdog.Event, cand watchdog.Policy, ckptEvery time.Duration)
 			continue // decide again at the same instant, as the Watchdog does
 		default:
 			next := v.Next.UTC()
+			if ends != math.MaxInt64 && (next.IsZero() || ends < next.UnixNano()) {
+				next = time.Unix(0, ends).UTC() // a call ends: the Watchdog looks again
+			}
 			if !next.After(t) {
 				next = t.Add(time.Nanosecond)
 			}

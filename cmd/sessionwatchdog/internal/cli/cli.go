@@ -177,10 +177,14 @@ counters on every verdict, decision, cancel and evidence checkpoint
 (WithCheckpoints). Where the log cannot tell when evidence arrived (between
 two observations whose counters grew by more than one, or after a window's
 last observation), a window is "undetermined" from the first instant the
-answer depends on it, with the reason. With --checkpoints D, the interval of
-the log's WithCheckpoints(D), the absence of a checkpoint also proves the
-absence of evidence until D before a window's end: give it only for a log
-written with checkpoints, plus a margin on a real clock.
+answer depends on it, with the reason. The absence of a checkpoint also
+proves the absence of evidence until one checkpoint interval before a
+window's end: the interval the Watchdog records on its checkpoints, plus a
+tenth for the pass's own time, or D with --checkpoints D (for a log whose
+checkpoints do not record it: give WithCheckpoints' D, plus a margin on a
+real clock). With WithCallRecords, the log holds every tool call's
+interval: a call in flight defers the idle rule until it ends, as it does
+live.
 
 FILE is a JSON Lines event log; "-" reads standard input. With --dsn the
 events are read from PostgreSQL instead (see "sessionwatchdog help inspect").
@@ -445,7 +449,7 @@ func runWhatIf(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		checkpointsEvery time.Duration
 	)
 	fs.StringVar(&polPath, "policy", "", "the candidate policy: a JSON `file` of the policy's knobs (required)")
-	fs.DurationVar(&checkpointsEvery, "checkpoints", 0, "the log's WithCheckpoints `interval` (5s): no checkpoint proves no evidence\nuntil this long before a window's end (default: unknown)")
+	fs.DurationVar(&checkpointsEvery, "checkpoints", 0, "the log's WithCheckpoints `interval` (5s): no checkpoint proves no evidence\nuntil this long before a window's end (default: the interval recorded\non the log's checkpoints, plus a tenth)")
 	fs.Var(&sessions, "session", "re-run only this session `id` (repeatable, or comma-separated)")
 	fs.BoolVar(&asJSON, "json", false, "write the report as JSON to standard output")
 	fs.StringVar(&htmlOut, "html", "", "write the report as one self-contained HTML page to this `file`")

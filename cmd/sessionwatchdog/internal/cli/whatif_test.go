@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sessionwatchdog/watchdog"
 	wi "github.com/sessionwatchdog/watchdog/whatif"
@@ -140,5 +141,35 @@ func TestWhatIfEscapesLogStringsInHTMLAndText(t *testing.T) {
 	code, out, _ := run(t, log, "whatif", "--policy", stricter, "-")
 	if code != ExitOK || strings.ContainsAny(out, "\x1b\x07\u202e") || !strings.Contains(out, `session <script>alert(1)</script>\u001b]0;pwned\u0007\u202e window 1: EARLIER`) {
 		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+// Without --checkpoints, each window's checkpoint interval is the one its
+// Watchdog recorded on its checkpoints (1 s in the fixture), plus a tenth:
+// the log decides what --checkpoints 1s decided.
+func TestWhatIfWithoutCheckpointsReadsTheIntervalFromTheLog(t *testing.T) {
+	report := func(args ...string) wi.Report {
+		code, out, errs := run(t, "", append(append([]string{"whatif", "--json", "--policy", stricter}, args...), data+"/checkpoints.jsonl")...)
+		if code != ExitOK || errs != "" {
+			t.Fatalf("exit %d, stderr %q", code, errs)
+		}
+		var r wi.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return r
+	}
+	logged, given := report(), report("--checkpoints", "1s")
+	if logged.Totals != given.Totals {
+		t.Fatalf("totals %+v from the log, %+v with --checkpoints 1s", logged.Totals, given.Totals)
+	}
+	for i, w := range logged.Windows {
+		if w.CheckpointEvery != 1100*time.Millisecond || w.Outcome != given.Windows[i].Outcome {
+			t.Errorf("%s: interval %v, outcome %s; want 1.1s and %s", w.SessionID, w.CheckpointEvery, w.Outcome, given.Windows[i].Outcome)
+		}
+	}
+	_, text, _ := run(t, "", "whatif", "--policy", stricter, data+"/checkpoints.jsonl")
+	if !strings.Contains(text, "checkpoint interval 1.1s, read from the log") {
+		t.Fatalf("the text does not say where the interval comes from:\n%s", text)
 	}
 }

@@ -482,6 +482,10 @@ func markerStyle(en Entry) (shape, class string) {
 		return "circle", "k-wait"
 	case watchdog.KindAttemptCancelled, watchdog.KindRetry, watchdog.KindRecoveryBudgetExceeded:
 		return "square", "k-recovery"
+	case watchdog.KindCheckpoint:
+		return "circle", "k-checkpoint"
+	case watchdog.KindCallCompleted:
+		return "triangle", "k-call"
 	}
 	return "diamond", "k-other"
 }
@@ -559,6 +563,7 @@ svg.chart { width: 100%; max-width: 1000px; height: auto; border: 1px solid #d9d
 .k-decision { fill: #c53030; } .k-shadow { fill: #8a2a9b; } .k-cancel { stroke: #9b1c1c; stroke-width: 3; fill: #9b1c1c; }
 .k-stop { fill: #6b7382; } .k-superseded { fill: #fff; stroke: #6b7382; stroke-width: 2; } .k-failed { fill: #ed8936; }
 .k-deadline { fill: #b7791f; } .k-wait { fill: #319795; } .k-recovery { fill: #805ad5; }
+.k-checkpoint { fill: #a0aec0; } .k-call { fill: #2b6cb0; }
 .k-other { fill: #fff; stroke: #1d2330; stroke-width: 2; }
 table { border-collapse: collapse; margin-top: 10px; width: 100%; max-width: 1000px; font-size: 12px; }
 th, td { text-align: left; padding: 3px 6px; border-bottom: 1px solid #eceef2; vertical-align: top; overflow-wrap: anywhere; }
@@ -586,6 +591,8 @@ tr.hl { background: #fff6d6; }
 <span><i style="background:#b7791f"></i>deadline overrun</span>
 <span><i style="background:#319795"></i>wait timeout</span>
 <span><i style="background:#805ad5"></i>phase retry</span>
+<span><i style="background:#a0aec0"></i>checkpoint</span>
+<span><i style="background:#2b6cb0"></i>tool call completed</span>
 <span><i style="background:#fff;border:2px solid #1d2330"></i>other kind</span>
 <span><i style="background:#dbe8fb;border:1px solid #9dbbe6"></i>wall-clock budget</span>
 <span><i style="background:#fff0c2;border:1px solid #e5c766"></i>idle window</span>

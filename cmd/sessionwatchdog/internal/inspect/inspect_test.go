@@ -399,3 +399,28 @@ func TestASessionWithoutAStartTimeIsShownFromItsFirstEvent(t *testing.T) {
 		})
 	}
 }
+
+// Checkpoints and completed tool calls have markers of their own, named in
+// the legend, instead of the "other kind" marker.
+func TestHTMLLegendNamesCheckpointsAndCompletedCalls(t *testing.T) {
+	t0 := time.Date(2026, 5, 23, 9, 0, 0, 0, time.UTC)
+	ev := func(id, kind string, at time.Duration) watchdog.Event {
+		return watchdog.Event{ID: id, AggregateID: "s", Kind: kind, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0.Add(at)}
+	}
+	call := ev("3", watchdog.KindCallCompleted, 3*time.Second)
+	call.Handler, call.Layer, call.Reason, call.MeasureSeconds, call.LimitSeconds = "search", "handler", "ok", 2, 60
+	evs := []watchdog.Event{ev("1", watchdog.KindStart, 0), ev("2", watchdog.KindCheckpoint, time.Second), call, ev("4", watchdog.KindStop, 5*time.Second)}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, Build(evs, Filter{}), "x"); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, want := range []string{"k-checkpoint", "k-call", `</i>checkpoint</span>`, `</i>tool call completed</span>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `class="marker k-other`) {
+		t.Error("a checkpoint or a completed call is drawn as another kind")
+	}
+}

@@ -52,6 +52,9 @@ func WriteText(w io.Writer, r wi.Report, source string) error {
 		for _, l := range lines(win) {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
+		if r.CheckpointEvery == 0 && win.CheckpointEvery > 0 {
+			fmt.Fprintf(w, "  checkpoint interval %v, read from the log\n", win.CheckpointEvery)
+		}
 	}
 	t := r.Totals
 	_, err = fmt.Fprintf(w, "\ntotals: %d sessions, %d windows: %d unchanged, %d earlier, %d later, %d never, %d undetermined; %d likely false stops; %d changed decisions\n",
@@ -61,7 +64,7 @@ func WriteText(w io.Writer, r wi.Report, source string) error {
 
 func evidenceNote(every time.Duration) string {
 	if every <= 0 {
-		return "dated by the recorded counters only (no --checkpoints interval: nothing is known after a window's last observation)"
+		return "dated by the recorded counters, and by checkpoints at the interval the log records on them, plus a tenth for the pass's own time (a window without: nothing is known after its last observation); tool calls by their records (WithCallRecords)"
 	}
 	return fmt.Sprintf("dated by the recorded counters and by checkpoints every %v (no checkpoint proves no evidence until %v before a window's end)", every, every)
 }
