@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // The tests of this file interleave a heartbeat with appends that are
@@ -156,7 +157,7 @@ func TestAHeartbeatDoesNotWaitBehindAppends(t *testing.T) {
 	if waited {
 		_ = failing.Rollback(ctx)
 		_ = ending.Rollback(ctx)
-		<-done
+		testwait.For(t, done, "the heartbeat to return once the appends rolled back")
 		t.Fatal("the heartbeat waited behind the appends that hold its windows' rows")
 	}
 	require.NoError(t, err)
@@ -190,7 +191,7 @@ func TestADeferredCheckpointYieldsToANewerOne(t *testing.T) {
 	}, pid)
 	if waited {
 		_ = held.Rollback(ctx)
-		<-done
+		testwait.For(t, done, "the heartbeat to return once the transaction rolled back")
 		t.Fatal("the heartbeat waited behind the append that holds its window's row")
 	}
 	require.NoError(t, err)
@@ -205,7 +206,7 @@ func TestADeferredCheckpointYieldsToANewerOne(t *testing.T) {
 	}, pid)
 	if waited {
 		_ = held.Rollback(ctx)
-		<-done
+		testwait.For(t, done, "the heartbeat to return once the transaction rolled back")
 		t.Fatal("the heartbeat waited behind the append that holds its window's row")
 	}
 	require.NoError(t, err)
@@ -241,7 +242,7 @@ func TestHeartbeatsAndAppendsDoNotDeadlock(t *testing.T) {
 		_ = tx.Rollback(ctx)
 	}
 	if waited {
-		hbErr = <-done
+		hbErr = testwait.For(t, done, "the heartbeat to return once the append ended")
 	}
 	var pgErr *pgconn.PgError
 	for what, err := range map[string]error{"the append": appendErr, "the heartbeat": hbErr} {

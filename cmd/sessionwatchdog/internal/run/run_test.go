@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/run"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // A worker that prints nothing for longer than the idle window while it
@@ -278,7 +279,7 @@ while :; do sleep 0.1; done
 		t.Fatal(err)
 	}
 	within(t, copied, 30*time.Second, "the wrapper's stdout to close")
-	err = cmd.Wait()
+	err = testwait.Call(t, cmd.Wait, "the wrapper to exit after SIGINT")
 	code := cmd.ProcessState.ExitCode()
 	evs := events(t, log)
 	if code != 130 {
