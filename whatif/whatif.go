@@ -540,16 +540,19 @@ func window(evs []watchdog.Event, cand watchdog.Policy, ckptEvery time.Duration)
 		}
 		// The calls in flight at t: bounded work, as the Watchdog counts
 		// it, until the first of them ends (it looks again then).
-		now, ends := t.UnixNano(), int64(math.MaxInt64)
+		now, ends, until := t.UnixNano(), int64(math.MaxInt64), int64(math.MaxInt64)
 		sn.BoundedWork, sn.BoundedUntil = 0, time.Time{}
 		for _, c := range calls {
 			if c.start <= now && now < c.end {
 				sn.BoundedWork++
-				sn.BoundedUntil = time.Unix(0, min(c.end, w.EndedAt.UnixNano()+1)).UTC()
+				until = min(until, c.end, w.EndedAt.UnixNano()+1)
 			}
 			if c.end > now {
 				ends = min(ends, c.end)
 			}
+		}
+		if sn.BoundedWork > 0 {
+			sn.BoundedUntil = time.Unix(0, until).UTC() // the first of them is over
 		}
 		v, why := decideBounded(l, &sn, know, names, floor, t)
 		if why != "" {
