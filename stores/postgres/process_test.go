@@ -60,6 +60,8 @@ func runChild(role string) int {
 		return runMember(ctx, store)
 	case "follower":
 		return runFollower(ctx, store)
+	case "fleetowner":
+		return runFleetOwner(ctx, store)
 	case "worker":
 		// A component that did not start the watch: it exits cleanly when
 		// a supervisor in another process records the session's verdict.
