@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -182,11 +185,20 @@ func requireAdoptedLog(t *testing.T, store *Store, table, id string) watchdog.Ev
 // its lease, whose windows a member adopted meanwhile, learns at once when
 // it resumes (SIGCONT): each session's context ends, with a cause naming
 // owner_lost, within one heartbeat interval (lease/3), Stats.Disowned
-// counts them, and a warning says the lease lapsed.
+// counts them, and a warning says the lease lapsed. Twice: paused between
+// two heartbeats, and paused while a heartbeat waits in the database (the
+// test holds the owner's lease row): that heartbeat's call runs out of
+// time while the process is stopped, fails on resuming, and the next one,
+// lease/3 later, ends the sessions.
 func TestAPausedOwnerProcessLearnsAtOnceThatItLostItsWindows(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
+	t.Run("between heartbeats", func(t *testing.T) { testPausedOwner(t, false) })
+	t.Run("a heartbeat in flight", func(t *testing.T) { testPausedOwner(t, true) })
+}
+
+func testPausedOwner(t *testing.T, inFlight bool) {
 	const (
 		n     = 3
 		lease = time.Second
@@ -196,6 +208,7 @@ func TestAPausedOwnerProcessLearnsAtOnceThatItLostItsWindows(t *testing.T) {
 		margin = 300 * time.Millisecond
 		bound  = lease/3 + margin
 	)
+	ctx := context.Background()
 	pool := testPool(t)
 	table := uniqueTable(t)
 	store := newStore(t, pool, WithTable(table))
@@ -208,7 +221,11 @@ func TestAPausedOwnerProcessLearnsAtOnceThatItLostItsWindows(t *testing.T) {
 	owner := startChild(t, "owner", "fleetowner", table, "paused-",
 		envFleetN+"="+strconv.Itoa(n), envLease+"="+lease.String(), envBudget+"=1m")
 	owner.expect("READY")
-	require.NoError(t, owner.cmd.Process.Signal(syscall.SIGSTOP))
+	if inFlight {
+		stopInHeartbeat(ctx, t, pool, store, table, ids[0], owner)
+	} else {
+		require.NoError(t, owner.cmd.Process.Signal(syscall.SIGSTOP))
+	}
 	stopped := time.Now()
 	waitUntil(t, 20*time.Second, "the member to adopt and stop the paused owner's windows (start, resume, stop in the events table)",
 		func() (bool, string) { return adopted(t, store, ids) })
@@ -237,8 +254,15 @@ func TestAPausedOwnerProcessLearnsAtOnceThatItLostItsWindows(t *testing.T) {
 	assert.Equal(t, "STATS disowned="+strconv.Itoa(n), owner.expect("STATS "))
 	var warns []string
 	for line := range owner.lines {
-		if strings.HasPrefix(line, "WARN ") && strings.Contains(line, "lease lapsed") {
+		switch {
+		case strings.HasPrefix(line, "WARN ") && strings.Contains(line, "lease lapsed") && strings.Contains(line, "took the window over"):
 			warns = append(warns, line)
+		case strings.HasPrefix(line, "WARN "):
+			// With a heartbeat in flight at SIGSTOP: it fails on resuming
+			// (its bound ran out), or it succeeds and the question that
+			// follows it (Store.Held, on the same expired context) fails:
+			// the next heartbeat ends the sessions.
+			t.Logf("the owner also warned: %s", line)
 		}
 	}
 	require.NoError(t, owner.cmd.Wait(), "the owner's exit status")
@@ -246,7 +270,7 @@ func TestAPausedOwnerProcessLearnsAtOnceThatItLostItsWindows(t *testing.T) {
 	if len(warns) > 0 {
 		t.Logf("warning: %s", warns[0])
 	}
-	t.Logf("paused %v (lease %v); sessions ended at most %v after SIGCONT (bound %v)", paused.Round(time.Millisecond), lease, worst.Round(time.Millisecond), bound)
+	t.Logf("in flight %v: paused %v (lease %v); sessions ended at most %v after SIGCONT (bound %v)", inFlight, paused.Round(time.Millisecond), lease, worst.Round(time.Millisecond), bound)
 
 	for _, id := range ids {
 		requireAdoptedLog(t, store, table, id) // nothing of the old owner's after the adoption
@@ -254,6 +278,52 @@ func TestAPausedOwnerProcessLearnsAtOnceThatItLostItsWindows(t *testing.T) {
 	_, err := member.stdin.Write([]byte("EXIT\n"))
 	require.NoError(t, err)
 	member.wait()
+}
+
+// stopInHeartbeat SIGSTOPs the owner of session id while one of its
+// heartbeats waits in the database: the test holds the owner's lease row,
+// waits (bounded) until a backend waits for it, SIGSTOPs the owner, makes
+// sure the heartbeat still waits (else it tries again: the heartbeat's
+// own bound, lease/3, ran out first), then lets it go. The heartbeat
+// renews the lease from its transaction's start, and the stopped process
+// never reads the answer in time.
+func stopInHeartbeat(ctx context.Context, t *testing.T, pool *pgxpool.Pool, store *Store, table, id string, owner *child) {
+	t.Helper()
+	evs, err := store.Load(ctx, id)
+	require.NoError(t, err)
+	require.NotEmpty(t, evs)
+	leases := newNames(table).leases
+	waiting := func() (int32, bool) {
+		var pid int32
+		err := pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND position($1 in query) > 0 AND position('INSERT' in query) > 0`, leases).Scan(&pid)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, false
+		}
+		require.NoError(t, err)
+		return pid, true
+	}
+	for attempt := 1; ; attempt++ {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `SELECT 1 FROM `+leases+` WHERE owner = $1 FOR UPDATE`, evs[0].Owner)
+		require.NoError(t, err)
+		var pid int32
+		waitUntil(t, 5*time.Second, "a heartbeat of the owner to wait for its lease row", func() (bool, string) {
+			var ok bool
+			pid, ok = waiting()
+			return ok, "no backend waiting on " + leases
+		})
+		require.NoError(t, owner.cmd.Process.Signal(syscall.SIGSTOP))
+		time.Sleep(20 * time.Millisecond) // the signal is delivered
+		after, still := waiting()
+		require.NoError(t, tx.Commit(ctx))
+		if still && after == pid {
+			t.Logf("SIGSTOP caught a heartbeat in flight (attempt %d)", attempt)
+			return
+		}
+		require.Less(t, attempt, 5, "SIGSTOP never caught a heartbeat in flight in 5 attempts")
+		require.NoError(t, owner.cmd.Process.Signal(syscall.SIGCONT))
+	}
 }
 
 // Item 5 of issue 28, with real processes: an owner killed (SIGKILL) before
