@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // The fleet's guarantees (docs/fleet.md), with real processes on the real
@@ -252,20 +253,26 @@ func testPausedOwner(t *testing.T, inFlight bool) {
 		assert.Less(t, took, bound, "%s: ended %v after SIGCONT, want within one heartbeat interval (%v) + %v", f[1], took, lease/3, margin)
 	}
 	assert.Equal(t, "STATS disowned="+strconv.Itoa(n), owner.expect("STATS "))
-	var warns []string
-	for line := range owner.lines {
-		switch {
-		case strings.HasPrefix(line, "WARN ") && strings.Contains(line, "lease lapsed") && strings.Contains(line, "took the window over"):
-			warns = append(warns, line)
-		case strings.HasPrefix(line, "WARN "):
-			// With a heartbeat in flight at SIGSTOP: it fails on resuming
-			// (its bound ran out), or it succeeds and the question that
-			// follows it (Store.Held, on the same expired context) fails:
-			// the next heartbeat ends the sessions.
-			t.Logf("the owner also warned: %s", line)
+	var warns, others []string
+	err := testwait.Call(t, func() error {
+		for line := range owner.lines {
+			switch {
+			case strings.HasPrefix(line, "WARN ") && strings.Contains(line, "lease lapsed") && strings.Contains(line, "took the window over"):
+				warns = append(warns, line)
+			case strings.HasPrefix(line, "WARN "):
+				// With a heartbeat in flight at SIGSTOP: it fails on resuming
+				// (its bound ran out), or it succeeds and the question that
+				// follows it (Store.Held, on the same expired context) fails:
+				// the next heartbeat ends the sessions.
+				others = append(others, line)
+			}
 		}
+		return owner.cmd.Wait()
+	}, "the owner to print its warnings and exit")
+	require.NoError(t, err, "the owner's exit status")
+	for _, w := range others {
+		t.Logf("the owner also warned: %s", w)
 	}
-	require.NoError(t, owner.cmd.Wait(), "the owner's exit status")
 	assert.Len(t, warns, n, "one warning per session disowned, saying the lease lapsed")
 	if len(warns) > 0 {
 		t.Logf("warning: %s", warns[0])
@@ -275,7 +282,7 @@ func testPausedOwner(t *testing.T, inFlight bool) {
 	for _, id := range ids {
 		requireAdoptedLog(t, store, table, id) // nothing of the old owner's after the adoption
 	}
-	_, err := member.stdin.Write([]byte("EXIT\n"))
+	_, err = member.stdin.Write([]byte("EXIT\n"))
 	require.NoError(t, err)
 	member.wait()
 }
