@@ -185,7 +185,7 @@ type fleet struct {
 	ctx     context.Context
 	cancel  context.CancelFunc // ends the calls in progress (Close)
 	lastOK  atomic.Int64       // when the last renewal started (timeline, ns)
-	attempt atomic.Int64       // when the last heartbeat ended (timeline, ns); see leaseFirst
+	attempt atomic.Int64       // when the last heartbeat to end began (timeline, ns); see leaseFirst
 	started atomic.Int64       // when the heartbeat that runs began, in real time since w.epoch, as the store calls' bounds
 	busy    atomic.Bool        // a heartbeat runs: one at a time
 	beat    chan struct{}      // buffered: signalled when a heartbeat ends
@@ -257,14 +257,14 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 	f.started.Store(int64(time.Since(w.epoch)))
 	ctx, cancel := context.WithTimeout(f.ctx, within)
 	defer cancel()
+	start := w.now()
 	defer func() {
-		f.attempt.Store(toNanos(w.now()))
+		f.attempt.Store(toNanos(start)) // when it began: one that a pause froze hides no pause
 		select {
 		case f.beat <- struct{}{}: // for leaseFirst
 		default:
 		}
 	}()
-	start := w.now()
 	cps, ss, sums := w.checkpoints(w.recOffset()) // recorded instants
 	if err := w.faults.call("Leaser.Heartbeat", func() error { return f.store.Heartbeat(ctx, w.owner, f.ttl, cps) }); err != nil {
 		w.leaseFailures.Add(1)
@@ -276,6 +276,8 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 	for i, s := range ss {
 		s.ckpt.Store(sums[i])
 	}
+	ctx, cancel = context.WithTimeout(f.ctx, within) // a bound of their own: a pause may have spent the first
+	defer cancel()
 	w.readStoreClock(ctx)
 	if gap := time.Duration(toNanos(w.now()) - f.lastOK.Load()); f.lastOK.Load() != 0 && gap > f.ttl {
 		w.disownLost(ctx, gap) // the lease lives again: no more windows can be taken

@@ -52,10 +52,7 @@ func Follow(parent context.Context, store EventStore, sessionID string, opts ...
 	if err := checkName("session id", sessionID); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	if store == nil {
-		return nil, nil, fmt.Errorf("%w: follow %q: nil store", ErrInvalidArgument, sessionID)
-	}
-	sub, ok := store.(Subscriber)
+	sub, ok := store.(Subscriber) // not a nil store either
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: follow %q: the store (%T) does not implement Subscriber", ErrInvalidArgument, sessionID, store)
 	}
