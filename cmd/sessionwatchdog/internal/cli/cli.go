@@ -19,6 +19,7 @@ import (
 
 	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/eventlog"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/flagx"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/inspect"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/pgsource"
 	runcmd "github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/run"
@@ -265,20 +266,6 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 }
 
-// listFlag is a repeatable flag whose values may also be comma-separated.
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-
-func (l *listFlag) Set(v string) error {
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			*l = append(*l, p)
-		}
-	}
-	return nil
-}
-
 // timeFlag is an RFC 3339 instant.
 type timeFlag struct{ t time.Time }
 
@@ -302,7 +289,7 @@ func runInspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sessionwatchdog inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		sessions, kinds listFlag
+		sessions, kinds flagx.List
 		since, until    timeFlag
 		asJSON, open    bool
 		htmlOut         string
@@ -397,7 +384,7 @@ func runVerify(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sessionwatchdog verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		sessions listFlag
+		sessions flagx.List
 		asJSON   bool
 	)
 	fs.Var(&sessions, "session", "verify only this session `id` (repeatable, or comma-separated)")
@@ -443,7 +430,7 @@ func runWhatIf(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sessionwatchdog whatif", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		sessions         listFlag
+		sessions         flagx.List
 		asJSON           bool
 		htmlOut, polPath string
 		checkpointsEvery time.Duration

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/agentevents"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/flagx"
 )
 
 // options are the parsed flags of one run.
@@ -81,20 +82,6 @@ func (f durationFlag) Set(v string) error {
 	return nil
 }
 
-// listFlag is a repeatable flag whose values may also be comma-separated.
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-
-func (l *listFlag) Set(v string) error {
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			*l = append(*l, p)
-		}
-	}
-	return nil
-}
-
 // parseFlags parses args into options. It returns ok=false with the exit
 // code when the command must stop: 0 after --help (the usage goes to
 // stdout), ExitUsage on a bad flag (named on stderr).
@@ -104,7 +91,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (o options, code int, o
 	fs.Usage = func() {}
 	var (
 		flagPolicy watchdog.Policy
-		ignore     listFlag
+		ignore     flagx.List
 		workspace  string
 		mode       string
 		settle     int
