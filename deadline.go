@@ -327,7 +327,7 @@ func (l *layer) verdict(now time.Time, hit string, at int64) *VerdictError {
 		v.Elapsed, v.Budget = now.Sub(l.idleRef(at)), l.idleLimit(at)
 	}
 	if l.w != nil {
-		v.FiredAt = l.w.wall(v.FiredAt)
+		v.FiredAt = l.w.toRecord(v.FiredAt)
 	}
 	if p := l.step.Load(); p != nil {
 		v.DyingSpan = *p

@@ -65,7 +65,7 @@ func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err err
 		w.record(&ef, e)
 		if v.Action == decide.Act {
 			ve := &VerdictError{SessionID: s.id, Window: int(s.window), Rule: rule, reason: reasonLivenessFailed,
-				FiredAt: w.wall(now), Recoverable: true, DecisionID: e.ID,
+				FiredAt: w.toRecord(now), Recoverable: true, DecisionID: e.ID,
 				Elapsed: now.Sub(s.windowStartedAt), Budget: s.cfg.limits.WallClock}
 			if w.action == nil {
 				w.endLocked(s, ve, sn, now, &ef)

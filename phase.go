@@ -114,7 +114,7 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 		// Time the retry from the verdict's instant, not from when this
 		// goroutine got here, so that a fake clock gives the same log and
 		// the same schedule on every run.
-		failedAt := w.onTimeline(v.FiredAt)
+		failedAt := w.fromRecord(v.FiredAt)
 		if v.FiredAt.IsZero() {
 			failedAt = w.now()
 		}

@@ -499,7 +499,7 @@ func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error
 	case errors.As(cause, &v):
 		res.StopReasonCode = v.StopReasonCode()
 		res.Resumable = v.Resumable()
-		res.Elapsed = s.w.onTimeline(v.FiredAt).Sub(s.windowStartedAt)
+		res.Elapsed = s.w.fromRecord(v.FiredAt).Sub(s.windowStartedAt)
 	case errors.Is(cause, ErrClosed):
 		res.StopReasonCode = StopWatchdogClosed
 	default:

@@ -91,12 +91,14 @@ func (w *Watchdog) wall(t time.Time) time.Time {
 
 // recOffset is the recorded instants' offset from the timeline: the wall
 // clock's, less a fleet member's clock's offset from its store's (see
-// readStoreClock); fromRecord converts a recorded instant to the timeline.
+// readStoreClock). toRecord and fromRecord convert an instant to the record
+// and back; a VerdictError's FiredAt is on the record, as its fired_at.
 func (w *Watchdog) recOffset() time.Duration {
 	return time.Duration(w.offset.Load() - w.storeSkew.Load())
 }
 
 func (w *Watchdog) fromRecord(t time.Time) time.Time { return t.Add(-w.recOffset()) }
+func (w *Watchdog) toRecord(t time.Time) time.Time   { return t.Add(w.recOffset()) }
 
 // wallNow is wall after a fresh reading of the Clock (which moves the
 // offset if the wall clock was stepped). Never call it under a lock: the
@@ -106,8 +108,7 @@ func (w *Watchdog) wallNow(t time.Time) time.Time {
 	return w.wall(t)
 }
 
-// onTimeline converts wall-clock time t (a session's start given to Start or
-// read back from the store) to the timeline, at the current offset.
+// onTimeline converts wall-clock time t (a start given to Start) to the timeline, at the current offset.
 func (w *Watchdog) onTimeline(t time.Time) time.Time {
 	if off := w.offset.Load(); off != 0 && !t.IsZero() {
 		return t.Add(-time.Duration(off))

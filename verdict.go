@@ -193,7 +193,7 @@ func (w *Watchdog) endLocked(s *Session, ve *VerdictError, sn decide.Snapshot, n
 	// fired_at is the decision's instant, whenever the action completed.
 	firedAt := now
 	if !ve.FiredAt.IsZero() {
-		firedAt = w.onTimeline(ve.FiredAt)
+		firedAt = w.fromRecord(ve.FiredAt)
 	}
 	e := s.cancelEvent("", ve, s.summary(sn, now), s.childWait(sn, now), now, firedAt)
 	rec := ve.Recoverable
@@ -377,7 +377,7 @@ func (s *Session) decisionFacts(sn decide.Snapshot, v decide.Verdict, now time.T
 func (s *Session) verdict(v decide.Verdict, now time.Time, decisionID string) *VerdictError {
 	return &VerdictError{
 		SessionID: s.id, Window: int(s.window), Rule: ruleNames[v.Rule], reason: v.Rule.Reason(),
-		Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: s.w.wall(now),
+		Elapsed: v.Elapsed, Budget: v.Budget, FiredAt: s.w.toRecord(now),
 		Recoverable: v.Rule.Recoverable(), DecisionID: decisionID,
 	}
 }
