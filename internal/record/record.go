@@ -408,9 +408,7 @@ func (r *Recorder[T, E]) Pending(lane string) []E {
 		if r.q.end-r.q.head < indexAt {
 			for i := r.q.head; i < r.q.end; i++ {
 				if s := *r.q.at(i); r.c.Lane(&s.v) == lane {
-					n := len(out)
-					out = r.c.Expand(out, s.item())
-					out = append(out[:n], out[n+s.done:]...)
+					out = r.unrecorded(out, s)
 				}
 			}
 			return out
@@ -420,16 +418,20 @@ func (r *Recorder[T, E]) Pending(lane string) []E {
 			r.chainLocked(*r.q.at(i))
 		}
 	}
-	c := r.chains[lane]
-	if c == nil {
-		return nil
-	}
-	for s := c.first; s != nil; s = s.next {
-		n := len(out)
-		out = r.c.Expand(out, s.item())
-		out = append(out[:n], out[n+s.done:]...)
+	if c := r.chains[lane]; c != nil {
+		for s := c.first; s != nil; s = s.next {
+			out = r.unrecorded(out, s)
+		}
 	}
 	return out
+}
+
+// unrecorded appends the events of s's item not recorded yet to dst.
+// Called with r.mu held.
+func (r *Recorder[T, E]) unrecorded(dst []E, s *slot[T]) []E {
+	n := len(dst)
+	dst = r.c.Expand(dst, s.item())
+	return append(dst[:n], dst[n+s.done:]...)
 }
 
 // SetYield sets Config.Yield; call it before Run.
