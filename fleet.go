@@ -286,17 +286,17 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 	f.once.Do(func() { close(f.leased) })
 }
 
-// leaseFirst begins each pass. If no heartbeat ended for over a lease (else
-// one ends every 2/3 of it), the process was paused: a heartbeat renews the
-// lease and ends the sessions lost (disownLost) first, awaited at most ttl/3,
-// and not if one has hung longer: a stuck store delays one pass, by ttl/3.
-func (w *Watchdog) leaseFirst() {
+// leaseFirst begins each pass, at now: if no heartbeat that ended began less than a lease ago
+// (one begins every ttl/3), the process was paused: it runs a heartbeat, which ends the sessions
+// lost (disownLost), and waits for it, at most ttl/3, never for one hung longer. It returns the
+// pass's now: after the wait, a fresh reading.
+func (w *Watchdog) leaseFirst(now time.Time) time.Time {
 	f := w.fleet
-	if f == nil || toNanos(w.now())-f.attempt.Load() <= int64(f.ttl) ||
+	if f == nil || toNanos(now)-f.attempt.Load() <= int64(f.ttl) ||
 		f.busy.Load() && int64(time.Since(w.epoch))-f.started.Load() > int64(f.ttl/3) {
-		return
+		return now
 	}
-	f.attempt.Store(toNanos(w.now())) // not again before a lease's time, answered or not
+	f.attempt.Store(toNanos(now)) // not again before a lease's time, answered or not
 	select {
 	case <-f.beat: // an earlier heartbeat's
 	default:
@@ -308,6 +308,7 @@ func (w *Watchdog) leaseFirst() {
 	case <-time.After(f.ttl / 3): // on the real clock, as the store calls' bounds
 	case <-w.done:
 	}
+	return w.now()
 }
 
 // readStoreClock reads the store's clock (a Leaser's Now) between two of the

@@ -57,9 +57,8 @@ type timed interface {
 // arms the timer for the next deadline. It runs on the scheduler goroutine
 // only and reuses w.ef, so a pass allocates nothing of its own.
 func (w *Watchdog) pass() {
-	w.leaseFirst()
 	w.armedAt.Store(math.MaxInt64) // in a pass: a deadline pushed meanwhile arms its own timer
-	now := w.now()
+	now := w.leaseFirst(w.now())
 	nowNs := min(toNanos(now), math.MaxInt64-1) // due at MaxInt64: past the timeline's end (2262), never
 	ef := &w.ef
 	w.mu.Lock()
