@@ -1,38 +1,31 @@
 package agentevents
 
 import (
-	"bufio"
 	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/transcript"
 )
 
-// transcript returns the payload lines of a testdata transcript: comment
+// readTranscript returns the payload lines of a testdata transcript: comment
 // and blank lines dropped, the pace column ("SECONDS\t") cut.
-func transcript(t *testing.T, name string) [][]byte {
+func readTranscript(t *testing.T, name string) [][]byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
+	lines, err := transcript.Read(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out [][]byte
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if at, rest, ok := strings.Cut(line, "\t"); ok {
-			if _, err := strconv.ParseFloat(at, 64); err == nil {
-				line = rest
-			}
-		}
-		out = append(out, []byte(line))
+	for _, l := range lines {
+		out = append(out, []byte(l.Text))
 	}
 	return out
 }
@@ -69,7 +62,7 @@ func parseAll(p Parser, lines [][]byte) string {
 // are the sub-agent's, the result ending the turn, the two foreign lines
 // unknown.
 func TestClaudeTranscript(t *testing.T) {
-	got := parseAll(Claude{}, transcript(t, "claude-stream-json.transcript"))
+	got := parseAll(Claude{}, readTranscript(t, "claude-stream-json.transcript"))
 	want := strings.Join([]string{
 		"output",
 		"output",
@@ -96,7 +89,7 @@ func TestClaudeTranscript(t *testing.T) {
 // collab items as calls, file_change as a call seen only when completed,
 // the agent's words as output, turn.completed ending the turn.
 func TestCodexTranscript(t *testing.T) {
-	got := parseAll(Codex{}, transcript(t, "codex-exec-json.transcript"))
+	got := parseAll(Codex{}, readTranscript(t, "codex-exec-json.transcript"))
 	want := strings.Join([]string{
 		"output",
 		"output",

@@ -1,11 +1,9 @@
 package run_test
 
 import (
-	"bufio"
 	"bytes"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +12,8 @@ import (
 	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/run"
 	"github.com/sessionwatchdog/watchdog/internal/testwait"
+
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/transcript"
 )
 
 // A worker that prints nothing for longer than the idle window while it
@@ -235,20 +235,13 @@ func payload(t *testing.T, path string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lines, err := transcript.Read(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out strings.Builder
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if at, rest, ok := strings.Cut(line, "\t"); ok {
-			if _, err := strconv.ParseFloat(at, 64); err == nil {
-				line = rest
-			}
-		}
-		out.WriteString(line + "\n")
+	for _, l := range lines {
+		out.WriteString(l.Text + "\n")
 	}
 	return out.String()
 }

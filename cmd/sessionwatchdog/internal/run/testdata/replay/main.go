@@ -12,13 +12,12 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/transcript"
 )
 
 func main() {
@@ -34,31 +33,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	start := time.Now()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 16<<20)
-	out := bufio.NewWriter(os.Stdout)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if at, rest, ok := strings.Cut(line, "\t"); ok {
-			if s, err := strconv.ParseFloat(at, 64); err == nil {
-				line = rest
-				if d := time.Until(start.Add(time.Duration(s / *speed * float64(time.Second)))); d > 0 {
-					time.Sleep(d)
-				}
-			}
-		}
-		out.WriteString(line + "\n")
-		if err := out.Flush(); err != nil {
-			os.Exit(1)
-		}
-	}
-	if err := sc.Err(); err != nil {
+	lines, err := transcript.Read(f)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
+	}
+	start := time.Now()
+	for _, l := range lines {
+		if d := time.Until(start.Add(time.Duration(l.At / *speed * float64(time.Second)))); l.Paced && d > 0 {
+			time.Sleep(d)
+		}
+		if _, err := os.Stdout.WriteString(l.Text + "\n"); err != nil {
+			os.Exit(1)
+		}
 	}
 	for *hang {
 		time.Sleep(time.Hour) // silent until killed
