@@ -11,9 +11,8 @@ import (
 
 	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/run"
-	"github.com/sessionwatchdog/watchdog/internal/testwait"
-
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/transcript"
+	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
 // A worker that prints nothing for longer than the idle window while it
