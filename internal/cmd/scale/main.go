@@ -327,7 +327,7 @@ var (
 	lateStart   = flag.Duration("late-start", 5*time.Second, "delay from the start of the setup to the first deadline of the lateness run")
 	lateStore   = flag.String("late-store", "memory,discard", "comma-separated EventStores of the lateness run's Watchdog: memory, discard")
 	fireProfile = flag.String("fire-profile", "", "write a CPU profile of the lateness run's fires (from the end of the setup to the last recorded event, the first approach of the first -busy value only) to this file")
-	lateNaive   = flag.String("late-naive", "heap,afterfunc", "comma-separated naive approaches of the lateness run: heap (one goroutine, a min-heap and a time.Timer), afterfunc (a time.AfterFunc per session); empty for none")
+	lateNaive   = flag.String("late-naive", "heap,afterfunc", "comma-separated naive approaches of the lateness run: heap (one goroutine, a min-heap and a time.Timer), heap+discard and heap+memory (that heap, recording each fire's decision and cancel events into the store named), afterfunc (a time.AfterFunc per session); empty for none")
 )
 
 // watchdogLateness watches count sessions due within the spread with the
@@ -443,18 +443,54 @@ func (h *deadlineHeap) Pop() any {
 // heapLateness is the naive single scheduler a user could write: one
 // goroutine, a min-heap of deadlines and one time.Timer for the earliest. It
 // returns when each context was cancelled minus its due instant.
-func heapLateness(count int, busy, done func()) (lat, int) {
+//
+// With a store, it is that scheduler recording what the watchdog records of
+// a fire (the naive rows heap+discard and heap+memory): each fire's decision
+// and cancel events, with an evidence summary of the four built-in
+// channels, are built on the scheduler goroutine and appended one at a time
+// by a goroutine of their own, which gets them 64 fires at a time; each
+// session's start event is appended during the setup, as Start does. It
+// then returns once every event is recorded.
+func heapLateness(count int, store watchdog.EventStore, busy, done func()) (lat, int) {
 	ds := dues(count)
 	out := make([]time.Duration, count)
 	h := make(deadlineHeap, 0, count)
 	var wg sync.WaitGroup
 	wg.Add(count)
+	ctx0 := context.Background()
+	ids := make([]string, count) // the session ids, as the watchdog keeps them
+	seq := 0                     // the last event id's number
 	for i, due := range ds {
 		ctx, cancel := context.WithCancel(context.Background())
 		context.AfterFunc(ctx, func() { out[i] = time.Since(due); wg.Done() })
 		h = append(h, heapItem{due, i, cancel})
+		if store != nil {
+			seq++
+			ids[i] = "late-" + strconv.Itoa(i)
+			start := naiveEvent("evt-"+strconv.Itoa(seq), ids[i], watchdog.KindStart, due, due.Add(-time.Hour))
+			if err := store.Append(ctx0, start); err != nil {
+				fatal(err)
+			}
+		}
 	}
 	heap.Init(&h)
+	var batches chan []watchdog.Event
+	recorded := make(chan struct{})
+	if store != nil {
+		batches = make(chan []watchdog.Event, 1024)
+		go func() {
+			defer close(recorded)
+			for b := range batches {
+				for i := range b {
+					if err := store.Append(ctx0, b[i:i+1]...); err != nil {
+						fatal(err)
+					}
+				}
+			}
+		}()
+	} else {
+		close(recorded)
+	}
 	runtime.GC() // the setup's garbage is not part of the run
 	if slices.MinFunc(ds, func(a, b time.Time) int { return a.Compare(b) }).Before(time.Now()) {
 		fatal(errors.New("setup took longer than -late-start: raise it"))
@@ -467,9 +503,19 @@ func heapLateness(count int, busy, done func()) (lat, int) {
 		defer t.Stop()
 		for range t.C {
 			now := time.Now()
+			b := make([]watchdog.Event, 0, 128) // 64 fires a batch, as the watchdog's
 			for len(h) > 0 && !h[0].due.After(now) {
 				it := heap.Pop(&h).(heapItem)
+				if store != nil {
+					if b = naiveFire(b, &seq, ids[it.i], it.due, now); len(b) == cap(b) {
+						batches <- b
+						b = make([]watchdog.Event, 0, 128)
+					}
+				}
 				it.cancel()
+			}
+			if len(b) > 0 {
+				batches <- b
 			}
 			if len(h) == 0 {
 				return
@@ -478,6 +524,10 @@ func heapLateness(count int, busy, done func()) (lat, int) {
 		}
 	}()
 	<-finished
+	if batches != nil {
+		close(batches)
+	}
+	<-recorded
 	wg.Wait()
 	done()
 	early := 0
@@ -487,6 +537,38 @@ func heapLateness(count int, busy, done func()) (lat, int) {
 		}
 	}
 	return percentiles(out), early
+}
+
+// naiveEvent is event id of session sid's window 1, which started one
+// hour before its due instant.
+func naiveEvent(id, sid, kind string, due, now time.Time) watchdog.Event {
+	started, now := due.Add(-time.Hour).UTC(), now.UTC() // UTC, as the watchdog's: no monotonic reading to keep
+
+	return watchdog.Event{
+		ID: id, AggregateID: sid, Kind: kind, Window: 1, SessionStartedAt: started, WindowStartedAt: started,
+		OccurredAt: now, ElapsedSeconds: now.Sub(started).Seconds(), ConfiguredBudgetSeconds: time.Hour.Seconds(),
+	}
+}
+
+// naiveFire appends the decision and cancel events of session sid's fire
+// at now to dst, as the watchdog records them, their ids numbered from
+// *seq.
+func naiveFire(dst []watchdog.Event, seq *int, sid string, due, now time.Time) []watchdog.Event {
+	summary := make([]watchdog.EvidenceEntry, 4)
+	for k, ch := range []string{"stdout", "mcp_tool", "subagent", "workspace"} {
+		summary[k].Channel = ch
+	}
+	no := false
+	*seq += 2
+	dec := naiveEvent("evt-"+strconv.Itoa(*seq-1), sid, watchdog.KindDecision, due, now)
+	dec.Rule, dec.Mode, dec.Reason, dec.Recoverable = "wall_clock", watchdog.ModeAct, "wall_clock_exceeded", &no
+	dec.MeasureSeconds, dec.LimitSeconds, dec.ActiveChannel = dec.ElapsedSeconds, time.Hour.Seconds(), "none"
+	dec.EvidenceSummary = summary
+	cancel := naiveEvent("evt-"+strconv.Itoa(*seq), sid, watchdog.KindCancel, due, now)
+	cancel.Rule, cancel.Reason, cancel.Recoverable, cancel.FiredAt = dec.Rule, dec.Reason, &no, cancel.OccurredAt
+	cancel.MeasureSeconds, cancel.LimitSeconds, cancel.DecidedByDecisionID = dec.MeasureSeconds, dec.LimitSeconds, dec.ID
+	cancel.EvidenceSummary = summary
+	return append(dst, dec, cancel)
 }
 
 func lateness() {
@@ -543,8 +625,16 @@ func lateness() {
 				var d time.Duration
 				l, early, d = watchdogLateness(*lateN, st, busy, done)
 				recorded = rnd(d).String()
+			} else if st, ok := strings.CutPrefix(impl, "heap+"); ok {
+				var store watchdog.EventStore = discardStore{}
+				if st == "memory" {
+					store = watchdog.NewMemoryStore()
+				} else if st != "discard" {
+					fatal(fmt.Errorf("-late-naive: unknown store in %q", impl))
+				}
+				l, early = heapLateness(*lateN, store, busy, done)
 			} else if impl == "heap" {
-				l, early = heapLateness(*lateN, busy, done)
+				l, early = heapLateness(*lateN, nil, busy, done)
 			} else {
 				l, early = afterFuncLateness(*lateN, busy, done)
 			}
