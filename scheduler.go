@@ -15,17 +15,11 @@ func (w *Watchdog) schedule() {
 	if w.rt != nil {
 		rtC = w.rt.C
 	}
-	var bsC <-chan struct{} // its backstop's (see backstop)
-	if w.bs != nil {
-		bsC = w.bs.C
-	}
 	for {
 		select {
 		case <-w.done:
 			return
 		case <-rtC:
-			w.pass()
-		case <-bsC:
 			w.pass()
 		case <-w.wakeCh:
 			w.pass()
@@ -105,7 +99,7 @@ func (w *Watchdog) wakeBy(due int64) { w.arm(due, false) }
 // arm is the one path that arms the clock timer: for due, unless it is
 // armed for an earlier instant (armedAt). The real clock's timer is one
 // time.Timer, reset in place under timerMu and read by the scheduler
-// goroutine (with, on Linux, its backstop). Any other Clock is user code,
+// goroutine. Any other Clock is user code,
 // never called under a lock: each arming is an AfterFunc of its own, and
 // the ones that turn out early or late only cost a pass. sched: the caller
 // is the scheduler goroutine, whose previous timer it replaces. After
@@ -125,9 +119,6 @@ func (w *Watchdog) arm(due int64, sched bool) {
 			}
 			d := w.delay(due)
 			w.rt.Reset(d)
-			if w.bs != nil {
-				w.bs.Arm(d)
-			}
 		}
 		w.timerMu.Unlock()
 		return
@@ -165,17 +156,14 @@ func (w *Watchdog) delay(due int64) time.Duration {
 	return time.Duration(due - now)
 }
 
-// closeTimer stops the clock timer for good and closes the backstop, even
-// while the scheduler goroutine is stuck in user code (a later arm of its
-// finds the timerfd closed); another Clock's timer once it returned (schedDone).
+// closeTimer stops the real clock's timer for good, even while the
+// scheduler goroutine is stuck in user code (a later arm of its does
+// nothing); another Clock's timer once it returned (schedDone).
 func (w *Watchdog) closeTimer(schedDone bool) {
 	w.timerMu.Lock()
 	w.armedAt.Store(math.MinInt64)
 	if w.rt != nil {
 		w.rt.Stop()
-	}
-	if w.bs != nil {
-		w.bs.Close()
 	}
 	w.timerMu.Unlock()
 	if schedDone && w.timer != nil {
@@ -196,18 +184,4 @@ func (w *Watchdog) logFires(ef *effects) {
 		w.log.Info("watchdog: session cancelled", zap.String("session_id", c.s.id),
 			zap.Int("window", int(c.s.window)), zap.Error(c.cause))
 	}
-}
-
-// schedulerOverdue reports, once per armed instant, that the real clock's
-// timer is more than 200 µs overdue: the scheduler goroutine waits for a P.
-// The recorder, which keeps a P busy through a storm's backlog, then yields
-// it once (the Go runtime runs a P's due timers only when it schedules).
-func (w *Watchdog) schedulerOverdue() bool {
-	due := w.armedAt.Load()
-	if due == math.MaxInt64 || due == math.MinInt64 || due == w.yielded.Load() ||
-		toNanos(w.now())-due < int64(200*time.Microsecond) {
-		return false
-	}
-	w.yielded.Store(due)
-	return true
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/benbjohnson/clock"
 	"go.uber.org/zap"
 
-	"github.com/sessionwatchdog/watchdog/internal/backstop"
 	"github.com/sessionwatchdog/watchdog/internal/decide"
 	"github.com/sessionwatchdog/watchdog/internal/index"
 	"github.com/sessionwatchdog/watchdog/internal/record"
@@ -62,13 +61,11 @@ type Watchdog struct {
 	closed   bool
 	scratch  [maxChannels]decide.Channel // snapshotLocked's buffer; guarded by mu
 
-	timerMu   sync.Mutex         // guards the real clock's timer (rt, bs) and its armedAt; taken alone
-	timer     *clock.Timer       // the pending AfterFunc of a Clock other than the real one
-	rt        *time.Timer        // the real clock's one timer (nil for other clocks); its channel wakes the scheduler
-	bs        *backstop.Backstop // rt's backstop (nil for other clocks and off Linux)
-	armedAt   atomic.Int64       // the instant the timer is armed for; MaxInt64 while unarmed or in a pass
-	schedDone chan struct{}      // closed when the scheduler goroutine returns
-	yielded   atomic.Int64       // the armed instant the recorder last yielded for (see schedulerOverdue)
+	timerMu   sync.Mutex    // guards the real clock's timer (rt) and its armedAt; taken alone
+	timer     *clock.Timer  // the pending AfterFunc of a Clock other than the real one
+	rt        *time.Timer   // the real clock's one timer (nil for other clocks); its channel wakes the scheduler
+	armedAt   atomic.Int64  // the instant the timer is armed for; MaxInt64 while unarmed or in a pass
+	schedDone chan struct{} // closed when the scheduler goroutine returns
 
 	wakeCh  chan struct{}
 	wakeFn  func() // w.wake, made once: a method value allocates
@@ -94,24 +91,19 @@ type Watchdog struct {
 // New returns a running Watchdog. Without options it records to a private
 // MemoryStore, reads the real clock and logs nothing. It starts a scheduler
 // and a recorder goroutine (and, while actions or Wait callbacks run, one
-// goroutine per session that has some); with the real clock on Linux, also a
-// timerfd (one file descriptor) and the goroutine that reads it, a backstop
-// for the scheduler's timer (none inside a testing/synctest bubble). Close
-// releases all of them.
+// goroutine per session that has some). Close releases all of them.
 func New(opts ...Option) *Watchdog {
 	c := configOf(opts)
 	if c.store == nil {
 		c.store = NewMemoryStore()
 	}
 	var rt *time.Timer
-	var bs *backstop.Backstop
 	if reflect.TypeOf(c.clock) == realClockType {
 		// The real clock: one timer reset in place, whose channel wakes the
 		// scheduler goroutine itself, instead of an AfterFunc (a timer, a
 		// wrapper and a goroutine) per arming.
 		rt = time.NewTimer(time.Hour)
 		rt.Stop()
-		bs = backstop.New()
 	}
 	uf := c.faults
 	if c.idPrefix != "" && (len(c.idPrefix) > 256 || checkText("event id prefix", c.idPrefix) != nil) {
@@ -137,7 +129,6 @@ func New(opts ...Option) *Watchdog {
 		layers:  make(map[*layer]struct{}),
 		obs:     c.obs,
 		rt:      rt,
-		bs:      bs,
 		wakeCh:  make(chan struct{}, 1),
 		checkCh: make(chan chan struct{}),
 		sessions: index.Index[Session]{
@@ -184,9 +175,6 @@ func New(opts ...Option) *Watchdog {
 		RetryMin:      c.retryMin,
 		RetryMax:      c.retryMax,
 	})
-	if rt != nil {
-		w.rec.SetYield(w.schedulerOverdue)
-	}
 	w.epoch = w.clock.Now()
 	w.epochNanos = toNanos(w.epoch)
 	w.wg.Add(2)

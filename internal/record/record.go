@@ -74,10 +74,6 @@ type Config[T, E any] struct {
 	Settled func(e *E, err error)
 	// Recorded is called after each event the store recorded (optional).
 	Recorded func(e *E)
-	// Yield, between two batches, reports that the recorder should give
-	// up its P once, so that a goroutine waiting for one (the scheduler,
-	// whose timer is overdue) runs first (optional).
-	Yield func() bool
 
 	Clock              Clock
 	Log                *zap.Logger
@@ -434,9 +430,6 @@ func (r *Recorder[T, E]) unrecorded(dst []E, s *slot[T]) []E {
 	return append(dst[:n], dst[n+s.done:]...)
 }
 
-// SetYield sets Config.Yield; call it before Run.
-func (r *Recorder[T, E]) SetYield(f func() bool) { r.c.Yield = f }
-
 func (r *Recorder[T, E]) batchLen() int {
 	if r.c.AppendEach != nil {
 		return eachBatchLen
@@ -571,9 +564,6 @@ func (r *Recorder[T, E]) drain() {
 			}
 		}
 		r.mu.Unlock()
-		if r.c.Yield != nil && r.c.Yield() {
-			runtime.Gosched()
-		}
 	}
 	clear(r.call.events[:cap(r.call.events)]) // what the batches held, for the collector
 	clear(r.call.errs[:cap(r.call.errs)])
