@@ -92,6 +92,7 @@ func RecordCheckpoint(ctx context.Context, store EventStore, c Checkpoint) error
 	if err != nil {
 		return fmt.Errorf("watchdog: checkpoint of %q: load: %w", c.SessionID, err)
 	}
+	evs = inAppendOrder(evs)
 	window := c.Window
 	if window == 0 {
 		for _, e := range evs {

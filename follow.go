@@ -69,6 +69,7 @@ func Follow(parent context.Context, store EventStore, sessionID string, opts ...
 		stop()
 		return nil, nil, fmt.Errorf("watchdog: follow %q: load: %w", sessionID, err)
 	}
+	evs = inAppendOrder(evs)
 	window := 1
 	for _, e := range evs {
 		window = max(window, e.Window)

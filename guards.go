@@ -143,8 +143,7 @@ func checkLoaded(e *Event, id string) error {
 }
 
 // loadEvents calls the store's Load, turning a panic into an error, and
-// puts the events in append order by their Seq (when the store assigned
-// every one, as it must): the store's own order is not trusted.
+// puts the events in append order (inAppendOrder).
 func (w *Watchdog) loadEvents(ctx context.Context, id string) (evs []Event, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -153,12 +152,19 @@ func (w *Watchdog) loadEvents(ctx context.Context, id string) (evs []Event, err 
 		}
 	}()
 	evs, err = w.store.Load(ctx, id)
+	return inAppendOrder(evs), err
+}
+
+// inAppendOrder returns a store's events in append order by their Seq (when
+// the store assigned every one, as it must): the store's own order is not
+// trusted. The store's slice is left alone.
+func inAppendOrder(evs []Event) []Event {
 	bySeq := func(a, b Event) int { return cmp.Compare(a.Seq, b.Seq) }
 	if !slices.IsSortedFunc(evs, bySeq) && !slices.ContainsFunc(evs, func(e Event) bool { return e.Seq == 0 }) {
-		evs = slices.Clone(evs) // the store's slice is left alone
+		evs = slices.Clone(evs)
 		slices.SortStableFunc(evs, bySeq)
 	}
-	return evs, err
+	return evs
 }
 
 // coalescible reports whether en is a CONTINUE record that a later one of

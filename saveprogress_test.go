@@ -147,3 +147,48 @@ func TestResumeDoesNotTrustTheStoresEventOrder(t *testing.T) {
 		})
 	}
 }
+
+// Follow and RecordCheckpoint order the store's events by their Seq, as
+// Resume does. With a store that returns them reversed: a follower of a
+// window whose resume moved the budget (SupervisedOnly, 30 s unsupervised)
+// keeps the resume's deadline, not the start's (before: ErrSupervisorLost
+// 30 s early); a checkpoint naming a channel the session's policy lacks is
+// refused (before: the reversed log's first event, an earlier checkpoint
+// without the policy, let it through).
+func TestFollowAndRecordCheckpointDoNotTrustTheStoresEventOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := watchdog.NewMemoryStore()
+		p := watchdog.Policy{WallClock: time.Minute, SupervisedOnly: true, Channels: []string{"browser"}}
+		w1 := watchdog.New(watchdog.WithStore(store))
+		start := time.Now()
+		_, err := w1.Start(ctx, "s", start, p)
+		require.NoError(t, err)
+		require.NoError(t, w1.Close(ctx)) // the supervisor goes away
+		time.Sleep(30 * time.Second)
+		w2 := watchdog.New(watchdog.WithStore(store))
+		s, err := w2.Resume(ctx, "s", p)
+		require.NoError(t, err)
+		deadline := s.Deadline()
+		require.Equal(t, start.Add(90*time.Second).UTC(), deadline, "the budget counts supervised time")
+		require.NoError(t, w2.Close(ctx)) // gone again, the window open
+		browser := []watchdog.EvidenceEntry{{Channel: "browser", Counter: 1}}
+		require.NoError(t, watchdog.RecordCheckpoint(ctx, store, watchdog.Checkpoint{SessionID: "s", Evidence: browser}))
+
+		reversed := &disorderedStore{store, slices.Reverse[[]watchdog.Event]}
+		bogus := []watchdog.EvidenceEntry{{Channel: "bogus", Counter: 1}}
+		err = watchdog.RecordCheckpoint(ctx, reversed, watchdog.Checkpoint{SessionID: "s", Evidence: bogus})
+		require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
+		assert.ErrorContains(t, err, `channel "bogus" is not one of the session's`)
+
+		fctx, stop, err := watchdog.Follow(ctx, reversed, "s")
+		require.NoError(t, err)
+		defer stop()
+		time.Sleep(time.Until(deadline.Add(watchdog.FollowGrace)) - time.Nanosecond)
+		synctest.Wait()
+		require.NoError(t, fctx.Err(), "the backstop counts from the resume's deadline")
+		<-fctx.Done()
+		assert.Equal(t, deadline.Add(watchdog.FollowGrace), time.Now().UTC())
+		require.ErrorIs(t, context.Cause(fctx), watchdog.ErrSupervisorLost)
+	})
+}
