@@ -543,7 +543,6 @@ func heapLateness(count int, store watchdog.EventStore, busy, done func()) (lat,
 // hour before its due instant.
 func naiveEvent(id, sid, kind string, due, now time.Time) watchdog.Event {
 	started, now := due.Add(-time.Hour).UTC(), now.UTC() // UTC, as the watchdog's: no monotonic reading to keep
-
 	return watchdog.Event{
 		ID: id, AggregateID: sid, Kind: kind, Window: 1, SessionStartedAt: started, WindowStartedAt: started,
 		OccurredAt: now, ElapsedSeconds: now.Sub(started).Seconds(), ConfiguredBudgetSeconds: time.Hour.Seconds(),
