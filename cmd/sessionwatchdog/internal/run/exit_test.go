@@ -172,3 +172,24 @@ func TestProgressLine(t *testing.T) {
 		t.Errorf("without a terminal: exit %d, stderr %q; want no progress line", code, stderr)
 	}
 }
+
+// The wrapper's own messages on stderr are escaped for the terminal, as the
+// other subcommands' output is (its stderr also carries the command's, which
+// passes unchanged): a command name, a flag's name or a file name holding an
+// escape sequence reaches the terminal as text.
+func TestTheWrappersOwnMessagesAreEscapedForTheTerminal(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"--", "no-such\x1b]0;pwned\acommand"}, run.ExitNotFound},
+		{[]string{"--no\x1b[2Jflag", "--", "true"}, run.ExitUsage},
+		{[]string{"--policy", "missing\x1b[31m.json", "--", "true"}, run.ExitUsage},
+	} {
+		code, _, stderr := mainIn(t, dir, c.args...)
+		if code != c.code || strings.ContainsAny(stderr, "\x1b\a") || !strings.Contains(stderr, `\u001b`) {
+			t.Errorf("run %q: exit %d, stderr %q; want exit %d and the escape sequence written as text", c.args, code, stderr, c.code)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/agentevents"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/flagx"
+	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/termsafe"
 )
 
 // options are the parsed flags of one run.
@@ -87,7 +88,7 @@ func (f durationFlag) Set(v string) error {
 // stdout), ExitUsage on a bad flag (named on stderr).
 func parseFlags(args []string, stdout, stderr io.Writer) (o options, code int, ok bool) {
 	fs := flag.NewFlagSet("sessionwatchdog run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(termsafe.NewWriter(stderr)) // the flag package's errors quote a flag's name raw
 	fs.Usage = func() {}
 	var (
 		flagPolicy watchdog.Policy
@@ -134,7 +135,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (o options, code int, o
 	fs.StringVar(&o.progress, "progress", "auto", "the progress line on stderr: auto (when stderr is a terminal), always or never")
 
 	bad := func(format string, a ...any) (options, int, bool) {
-		fmt.Fprintf(stderr, "sessionwatchdog run: "+format+"\n", a...)
+		diag(stderr, format, a...)
 		fmt.Fprintln(stderr, "run 'sessionwatchdog help run' for usage")
 		return options{}, ExitUsage, false
 	}
@@ -326,4 +327,12 @@ func defaultOperator() string {
 		return "operator"
 	}
 	return user
+}
+
+// diag prints one line of the wrapper's own on w (its stderr, which also
+// carries the command's stderr unchanged), escaped as the other
+// subcommands' output is: a command name, a path or a database's error
+// can hold bytes a terminal would act on.
+func diag(w io.Writer, format string, a ...any) {
+	fmt.Fprintln(w, "sessionwatchdog run: "+termsafe.String(fmt.Sprintf(format, a...)))
 }

@@ -40,7 +40,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	path, err := lookPath(o.command[0])
 	if err != nil {
-		fmt.Fprintf(stderr, "sessionwatchdog run: %v\n", err)
+		diag(stderr, "%v", err)
 		if errors.Is(err, errNotExecutable) {
 			return ExitNotExecutable
 		}
@@ -94,7 +94,7 @@ func (r *runner) say(format string, a ...any) {
 	if r.progress != nil {
 		r.progress.done()
 	}
-	fmt.Fprintf(r.stderr, "sessionwatchdog run: "+format+"\n", a...)
+	diag(r.stderr, format, a...)
 }
 
 func (r *runner) run() int {
