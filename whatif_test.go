@@ -2,6 +2,7 @@ package watchdog_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -459,4 +460,59 @@ func TestWhatIfDecidesAStricterIdleRuleAcrossToolCallsFromTheirRecords(t *testin
 	assert.Equal(t, t0.Add(12*time.Second), w.Candidate[0].At, "deferred by the call in flight until it returned")
 	assert.Equal(t, whatif.Earlier, w.Outcome)
 	assert.True(t, w.FalseStop, "output at 15 s")
+}
+
+// A call that a verdict shows in flight but no record holds (a window with
+// more calls than WithCallRecords' n: here n is 1, "search" from 2 s to 4 s
+// is recorded, "fetch" from 5 s to 15 s is not) is in flight from its start
+// to the last event that shows it; after that the log cannot say when it
+// ended, and a call in flight defers the idle rule, so what-if reports the
+// window undetermined from there, naming the call, rather than guess.
+func TestWhatIfIsUndeterminedPastACallWithoutARecordOfItsEnd(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store, watchdog.WithCheckpoints(time.Second), watchdog.WithCallRecords(1))
+	ctx := context.Background()
+	recorded := watchdog.Policy{WallClock: time.Hour, IdleWindow: 9 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 3, Mode: watchdog.ModeShadow}
+	s, err := w.Start(ctx, "s", t0, recorded)
+	require.NoError(t, err)
+	call := func(name string, d time.Duration) {
+		started, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+		go func() {
+			done <- watchdog.Call(s.Context(), name, time.Minute, func(ctx context.Context) error {
+				close(started)
+				<-release
+				return nil
+			})
+		}()
+		testwait.For(t, started, "the call "+name+" to start")
+		advance(t, mock, d, w)
+		close(release)
+		testwait.For(t, done, "the call "+name+" to return")
+	}
+	advance(t, mock, time.Second, w)
+	s.Touch(watchdog.ChannelStdout)
+	advance(t, mock, time.Second, w)
+	call("search", 2*time.Second)
+	advance(t, mock, time.Second, w)
+	call("fetch", 10*time.Second)
+	advance(t, mock, 3*time.Second, w)
+	s.Touch(watchdog.ChannelStdout)
+	advance(t, mock, 12*time.Second, w)
+	require.NoError(t, s.Stop())
+	require.NoError(t, w.Close(ctx))
+	events := load(t, store, "s")
+	require.Len(t, ofKind(events, watchdog.KindCallCompleted), 1, "n is 1: search only")
+	shown := false
+	for _, e := range events {
+		shown = shown || slices.ContainsFunc(e.CallsInFlight, func(c watchdog.CallInFlight) bool { return c.Name == "fetch" })
+	}
+	require.True(t, shown, "a recorded verdict shows fetch in flight")
+
+	cand := watchdog.Policy{WallClock: time.Hour, IdleWindow: 5 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1}
+	got := whatIf(t, events, cand, 0)
+	assert.Equal(t, whatif.Undetermined, got.Outcome)
+	assert.Contains(t, got.Undetermined, `the call "fetch" in flight at`)
+	assert.Contains(t, got.Undetermined, "has no record of its end")
+	assert.Empty(t, got.Candidate, "no decision claimed past what the log holds")
 }
