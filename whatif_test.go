@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -408,21 +409,7 @@ func toolCallLog(t *testing.T, p watchdog.Policy) []watchdog.Event {
 	advance(t, mock, time.Second, w)
 	s.Touch(watchdog.ChannelStdout)
 	advance(t, mock, time.Second, w)
-	started, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() {
-		done <- watchdog.Call(s.Context(), "search", time.Minute, func(ctx context.Context) error {
-			close(started)
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			return nil
-		})
-	}()
-	testwait.For(t, started, "the tool call to start")
-	advance(t, mock, 10*time.Second, w)
-	close(release)
-	testwait.For(t, done, "the tool call to return")
+	toolCall(t, s, mock, w, "search", 10*time.Second)
 	advance(t, mock, 3*time.Second, w)
 	s.Touch(watchdog.ChannelStdout)
 	advance(t, mock, 15*time.Second, w)
@@ -432,6 +419,27 @@ func toolCallLog(t *testing.T, p watchdog.Policy) []watchdog.Event {
 	advance(t, mock, time.Second, w)
 	require.NoError(t, w.Close(ctx))
 	return load(t, store, "s")
+}
+
+// toolCall runs a tool call name (cap 1 min) on s that returns after the
+// mock clock has been advanced by d.
+func toolCall(t *testing.T, s *watchdog.Session, mock *clock.Mock, w *watchdog.Watchdog, name string, d time.Duration) {
+	t.Helper()
+	started, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- watchdog.Call(s.Context(), name, time.Minute, func(ctx context.Context) error {
+			close(started)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		})
+	}()
+	testwait.For(t, started, "the tool call "+name+" to start")
+	advance(t, mock, d, w)
+	close(release)
+	testwait.For(t, done, "the tool call "+name+" to return")
 }
 
 // With WithCallRecords, the log holds every tool call's interval: a call
@@ -476,26 +484,12 @@ func TestWhatIfIsUndeterminedPastACallWithoutARecordOfItsEnd(t *testing.T) {
 	recorded := watchdog.Policy{WallClock: time.Hour, IdleWindow: 9 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 3, Mode: watchdog.ModeShadow}
 	s, err := w.Start(ctx, "s", t0, recorded)
 	require.NoError(t, err)
-	call := func(name string, d time.Duration) {
-		started, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-		go func() {
-			done <- watchdog.Call(s.Context(), name, time.Minute, func(ctx context.Context) error {
-				close(started)
-				<-release
-				return nil
-			})
-		}()
-		testwait.For(t, started, "the call "+name+" to start")
-		advance(t, mock, d, w)
-		close(release)
-		testwait.For(t, done, "the call "+name+" to return")
-	}
 	advance(t, mock, time.Second, w)
 	s.Touch(watchdog.ChannelStdout)
 	advance(t, mock, time.Second, w)
-	call("search", 2*time.Second)
+	toolCall(t, s, mock, w, "search", 2*time.Second)
 	advance(t, mock, time.Second, w)
-	call("fetch", 10*time.Second)
+	toolCall(t, s, mock, w, "fetch", 10*time.Second)
 	advance(t, mock, 3*time.Second, w)
 	s.Touch(watchdog.ChannelStdout)
 	advance(t, mock, 12*time.Second, w)
