@@ -55,6 +55,48 @@ type Leaser interface {
 	Adopt(ctx context.Context, adopter string, limit int) ([]Orphan, error)
 }
 
+// StopSource is an optional interface of a Leaser store (the PostgreSQL
+// store has it) that carries stop requests made from anywhere, by anyone
+// the store can name, to the Watchdog that owns the session. A Watchdog on
+// such a store calls ServeStops once, from New until Close, on a goroutine
+// of its own. ServeStops calls stop for each request of a window owner
+// holds, from one goroutine at a time, and returns when ctx ends. stop ends
+// the window as Session.StopBy(by, why) does (reason StopRequested, the
+// same event and cause) and returns nil; it returns an error wrapping
+// ErrAlreadyDecided if the window ended before (nothing is recorded), one
+// wrapping ErrUnknownSession if this Watchdog does not run that window (it
+// may not be open here yet, or no longer: ask again later), and one
+// wrapping ErrInvalidArgument for a by or why StopBy refuses.
+type StopSource interface {
+	ServeStops(ctx context.Context, owner string, stop func(sessionID string, window int, by, why string) error) error
+}
+
+// stopRequested is the stop of ServeStops (see StopSource).
+func (w *Watchdog) stopRequested(id string, window int, by, why string) error {
+	if err := checkBy(by, why); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	s := w.sessions.Get(id)
+	w.mu.Unlock()
+	if s == nil || int(s.window) != window || s.state.Load() != stateRunning {
+		return fmt.Errorf("%w: %q window %d is not running under owner %s", ErrUnknownSession, id, window, w.owner)
+	}
+	if ended, err := s.stop(StopRequested, by, why); !ended {
+		return fmt.Errorf("%w: %q window %d ended before the stop: %w", ErrAlreadyDecided, id, window, cmp.Or(err, ErrSessionStopped))
+	}
+	return nil
+}
+
+// serveStops runs ServeStops until Close (see StopSource).
+func (w *Watchdog) serveStops(src StopSource) {
+	defer w.wg.Done()
+	err := w.faults.call("StopSource.ServeStops", func() error { return src.ServeStops(w.fleet.ctx, w.owner, w.stopRequested) })
+	if err != nil && w.fleet.ctx.Err() == nil {
+		w.log.Error("watchdog: remote stop requests are no longer served", zap.String("owner", w.owner), zap.Error(err))
+	}
+}
+
 // Orphan is an open window that Adopt handed over: its session, its
 // window, the owner that lost it, when that owner was last seen (its last
 // heartbeat, on the store's clock; zero if it never sent one) and the

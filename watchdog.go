@@ -199,6 +199,10 @@ func New(opts ...Option) *Watchdog {
 			w.wg.Add(1)
 			go w.every(w.fleet.ttl/6, w.sweep)
 		}
+		if src, ok := c.store.(StopSource); ok {
+			w.wg.Add(1)
+			go w.serveStops(src)
+		}
 	}
 	return w
 }
