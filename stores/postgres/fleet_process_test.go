@@ -60,7 +60,7 @@ func runFleetOwner(ctx context.Context, store *Store) int {
 	sessions := make([]*watchdog.Session, n)
 	for i := range n {
 		id := fmt.Sprint(os.Getenv(envSession), i)
-		s, err := w.Start(ctx, id, time.Now(), watchdog.Policy{WallClock: budget})
+		s, err := w.Start(ctx, id, time.Now(), watchdog.Policy{WallClock: budget, ContinueWhenOwnerLost: os.Getenv(envContinue) != ""})
 		if err != nil {
 			fmt.Println("ERROR", err)
 			return 2

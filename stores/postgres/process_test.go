@@ -42,13 +42,21 @@ const (
 
 func runChild(role string) int {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv(envDSN))
+	dsn := os.Getenv(envDSN)
+	if u := os.Getenv(envUser); u != "" {
+		dsn += " user=" + u
+	}
+	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return 2
 	}
 	defer pool.Close()
-	store, err := New(ctx, pool, WithTable(os.Getenv(envTable)))
+	opts := []Option{WithTable(os.Getenv(envTable))}
+	if os.Getenv(envNoMigrate) != "" {
+		opts = append(opts, WithoutMigration())
+	}
+	store, err := New(ctx, pool, opts...)
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return 2
@@ -62,6 +70,8 @@ func runChild(role string) int {
 		return runFollower(ctx, store)
 	case "fleetowner":
 		return runFleetOwner(ctx, store)
+	case "adopter":
+		return runAdopter(ctx, store)
 	case "worker":
 		// A component that did not start the watch: it exits cleanly when
 		// a supervisor in another process records the session's verdict.

@@ -67,6 +67,7 @@ type config struct {
 	log        *zap.Logger
 	backoffMin time.Duration
 	backoffMax time.Duration
+	noMigrate  bool // WithoutMigration
 }
 
 // WithTable sets the events table: a name of letters, digits and
@@ -285,6 +286,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, table string) error {
 			return fmt.Errorf("postgres store: migrate %s: fleet schema: %w", table, err)
 		}
 	}
+	for _, s := range stopSchema(&n) {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			return fmt.Errorf("postgres store: migrate %s: stops schema: %w", table, err)
+		}
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("postgres store: migrate %s: %w", table, err)
 	}
@@ -342,7 +348,7 @@ type Store struct {
 }
 
 // New returns a Store on pool, creating its table if it does not exist (see
-// Migrate). The pool stays the caller's: Close does not close it. The
+// Migrate), unless WithoutMigration says the schema is there already. The pool stays the caller's: Close does not close it. The
 // subscription listener uses one extra connection, made with the pool's
 // connection settings, only once Subscribe is first called; Heartbeat uses
 // another (see Heartbeat), made the same way (and through the pool's
@@ -358,7 +364,12 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	if err != nil {
 		return nil, err
 	}
-	if err := migrate(ctx, pool, c.table); err != nil {
+	if c.noMigrate {
+		err = checkSchema(ctx, pool, c.table)
+	} else {
+		err = migrate(ctx, pool, c.table)
+	}
+	if err != nil {
 		return nil, err
 	}
 	s := &Store{
@@ -1198,4 +1209,5 @@ var _ interface {
 	watchdog.Arbiter
 	watchdog.Leaser
 	watchdog.Subscriber
+	watchdog.StopSource
 } = (*Store)(nil)
