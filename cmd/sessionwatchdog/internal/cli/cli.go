@@ -59,6 +59,8 @@ Commands:
   whatif    re-run the log under a candidate policy: the decisions that
             change, the windows stopped earlier, later or never, the likely
             false stops, and what the log cannot decide
+  stop      ask the owner of a session, wherever it runs on PostgreSQL, to
+            stop it, as the database role you connect as (help stop)
   version   print the command's version and the library's it was built with
   help      show help for a command: sessionwatchdog help inspect
 
@@ -238,6 +240,8 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runVerify(rest, stdin, stdout, stderr)
 	case "whatif":
 		return runWhatIf(rest, stdin, stdout, stderr)
+	case "stop":
+		return runStop(rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, version())
 		return ExitOK
@@ -250,6 +254,9 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		if len(rest) > 0 && rest[0] == "whatif" {
 			return runWhatIf([]string{"--help"}, stdin, stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "stop" {
+			return runStop([]string{"--help"}, stdout, stderr)
 		}
 		if len(rest) > 0 && rest[0] == "run" {
 			return runcmd.Main([]string{"--help"}, stdin, stdout, stderr)

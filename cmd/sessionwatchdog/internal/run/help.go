@@ -20,6 +20,10 @@ const (
 	// ExitOtherVerdict: another verdict of the watchdog stopped it (the
 	// children-wait ceiling or a liveness rule of a --policy file).
 	ExitOtherVerdict = 122
+	// ExitRemoteStop: an operator stopped the session from elsewhere
+	// ("sessionwatchdog stop", or postgres.RequestStop; with --dsn only):
+	// the stop event names the PostgreSQL role that asked, and why.
+	ExitRemoteStop = 123
 	// ExitWallClock: the window outran its wall-clock budget (--wall), as
 	// timeout(1) exits when its command times out.
 	ExitWallClock = 124
@@ -97,6 +101,7 @@ Exit codes:
   120    stopped by the idle rule: no sign of work
   121    stopped at the session ceiling (--ceiling)
   122    stopped by another rule of the policy (children wait, liveness)
+  123    stopped from elsewhere by "sessionwatchdog stop" (with --dsn)
   124    stopped at the wall clock (--wall), as timeout(1)
   125    the wrapper failed (event store, session start, command start)
   126    CMD cannot be executed

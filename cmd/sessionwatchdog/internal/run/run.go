@@ -425,7 +425,7 @@ func (r *runner) exitFor(res watchdog.Result, runErr error) int {
 		if sig := r.signaled.Load(); sig != 0 {
 			return ExitSignalBase + int(sig)
 		}
-		return ExitSignalBase + int(syscall.SIGTERM)
+		return ExitRemoteStop // no signal came: a stop request through the store
 	case "watchdog_wall_clock_exceeded":
 		return ExitWallClock
 	case "watchdog_idle_exceeded":
@@ -450,6 +450,8 @@ func (r *runner) summary(res watchdog.Result, runErr error, code int, where stri
 		why = fmt.Sprintf("failed (%s exited with status %d)", r.o.command[0], r.exitCode.Load())
 	case why == watchdog.StopFailed && runErr != nil:
 		why = "failed (" + oneLine(runErr.Error()) + ")"
+	case why == watchdog.StopRequested && r.signaled.Load() == 0:
+		why = "stop_requested (a remote stop request: sessionwatchdog inspect shows who asked and why)"
 	case why == watchdog.StopRequested:
 		why = fmt.Sprintf("stop_requested (%s, by %s)", signalName(syscall.Signal(r.signaled.Load())), r.o.operator)
 	}
