@@ -262,7 +262,7 @@ func WaitStop(ctx context.Context, pool *pgxpool.Pool, id int64, opts ...Option)
 			return r, nil
 		}
 		wctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
-		err := conn.Conn().PgConn().WaitForNotification(wctx)
+		_, err := conn.Conn().WaitForNotification(wctx) // the pgx.Conn's: it holds those that came during a query
 		cancel()
 		if ctx.Err() != nil {
 			return r, ctx.Err()
@@ -401,7 +401,7 @@ SELECT pg_notify('` + sn.answers + `', id::text) FROM a`
 			}
 		}
 		wctx, cancel := context.WithTimeout(ctx, stopPoll)
-		err = conn.PgConn().WaitForNotification(wctx)
+		_, err = conn.WaitForNotification(wctx) // the pgx.Conn's: it holds those that came during a query
 		cancel()
 		if ctx.Err() != nil {
 			return nil

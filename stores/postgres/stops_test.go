@@ -190,6 +190,7 @@ func TestAStopOfASessionWhoseOwnerIsGoneIsAnsweredByTheMemberThatAdoptsIt(t *tes
 	require.NoError(t, err)
 	assert.Equal(t, StopStopped, a.State, "answer: %+v", a)
 	assert.NotEqual(t, r.Owner, a.AnsweredBy, "answered by the adopter")
+	t.Logf("request -> stopped by the adopter: %v (the owner's lease: 1 s; the adopter starts after the request)", a.AnsweredAt.Sub(a.RequestedAt))
 	require.NoError(t, adopter.stdin.Close())
 	adopter.wait()
 
