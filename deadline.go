@@ -51,8 +51,8 @@ type layer struct {
 	prog     atomic.Uint64 // the last progress value (Progress)
 	progAt   atomic.Int64  // when progress last advanced: 1 + ns after started; 0: never
 	item     sched.Item[timed]
-	parent   *layer        // the enclosing layer, if any
-	abandon  chan struct{} // Run's, made by it: closed when it must give up on fn (guarded by mu)
+	parent   *layer                          // the enclosing layer, if any
+	abandon  chan struct{}                   // Run's, made by it: closed when it must give up on fn (guarded by mu)
 	ctx      context.Context                 // the call's context: &tctx, or the one Observer.OnHandler returned
 	endHook  func(err error, overrun *Event) // Observer.OnHandler's end, if any
 
