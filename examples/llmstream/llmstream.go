@@ -33,7 +33,7 @@ func OpenAIChat(ctx context.Context, client openai.Client, prompt string, l watc
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
 	}
 	// The guard opens the stream on its own context: NewStreaming waits for
-	// the response's headers, and that wait counts toward l.FirstChunk and
+	// the response's headers, and that wait counts toward l.FirstProgress and
 	// l.Cap too.
 	s := stream.Guard(ctx, "openai.chat", func(ctx context.Context) stream.Iterator[openai.ChatCompletionChunk] {
 		return client.Chat.Completions.NewStreaming(ctx, params)
