@@ -17,7 +17,7 @@ type CallLimits struct {
 	// extends it. Required (positive).
 	Cap time.Duration
 	// Idle is the longest the call may go without progress (see
-	// CallHandle.Progress) after its first progress. Zero means no idle
+	// Progress on the call's Context) after its first progress. Zero means no idle
 	// limit.
 	Idle time.Duration
 	// FirstProgress is the longest the call may go, from its start, before
@@ -45,8 +45,7 @@ const maxCallsListed = 100
 // Watchdog's scheduler (or, outside a session, of the runtime). All its
 // methods are safe for concurrent use. A nil or zero CallHandle (not from
 // Begin) is no call: Context is done with ErrInvalidArgument as its
-// cause, Progress reports false, End and Run return an error wrapping
-// ErrInvalidArgument.
+// cause, End and Run return an error wrapping ErrInvalidArgument.
 type CallHandle struct {
 	l layer
 }
@@ -67,10 +66,10 @@ func (h *CallHandle) valid() bool { return h != nil && h.l.cancel != nil }
 // tool_use block, an agent CLI's JSON line) and ends in another. The
 // call's context (Context) ends at the first limit of l that fires (the
 // cap l.Cap from now, which nothing extends, or an idle limit that
-// progress refreshes) with a *VerdictError cause: Rule "handler_deadline"
-// (the cap) or "handler_idle" (reason handler_idle_exceeded, Elapsed the
-// time without progress, Budget the idle limit that applied), both
-// matching ErrDeadlineExceeded.
+// progress refreshes: Progress on Context) with a *VerdictError cause:
+// Rule "handler_deadline" (the cap) or "handler_idle" (reason
+// handler_idle_exceeded, Elapsed the time without progress, Budget the
+// idle limit that applied), both matching ErrDeadlineExceeded.
 //
 // When ctx belongs to a watched session (it derives from
 // Session.Context), the limits run on the Watchdog's clock and scheduler,
@@ -107,10 +106,6 @@ func (h *CallHandle) Context() context.Context {
 	}
 	return h.l.ctx
 }
-
-// Progress reports that the call has made progress, as value (a step
-// count, bytes or chunks received): Progress(h.Context(), value).
-func (h *CallHandle) Progress(value uint64) bool { return h.valid() && h.l.progress(value) }
 
 // End ends the call with err, the call's own outcome (nil: it
 // succeeded), and returns the error its caller should see: the

@@ -285,9 +285,6 @@ func (s *Session) Window() int { return int(s.window) }
 // across resumes and restarts.
 func (s *Session) StartedAt() time.Time { return s.w.wallNow(s.sessionStartedAt) }
 
-// WindowStartedAt returns when the current window began.
-func (s *Session) WindowStartedAt() time.Time { return s.w.wallNow(s.windowStartedAt) }
-
 // budgetStart is when the window's wall-clock budget counts from: its
 // start, or later under Policy.SupervisedOnly (see carry). Lock-free: a
 // SupervisedOnly session's rare is allocated before it is shared (see

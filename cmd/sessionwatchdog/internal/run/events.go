@@ -157,7 +157,7 @@ func (c *calls) update(id string) {
 		return
 	}
 	cl.progress++
-	cl.h.Progress(cl.progress)
+	watchdog.Progress(cl.h.Context(), cl.progress)
 }
 
 // end ends the call id (its end is evidence on its channel). A call never

@@ -220,7 +220,7 @@ func (r *runner) openStore(ctx context.Context) (watchdog.EventStore, string, fu
 func (r *runner) open(ctx context.Context, w *watchdog.Watchdog) (*watchdog.Session, string, error) {
 	s, err := w.Resume(ctx, r.o.session, r.o.policy)
 	if err == nil {
-		return s, fmt.Sprintf("resumed: its budget counts from %s", s.WindowStartedAt().Format(time.RFC3339Nano)), nil
+		return s, fmt.Sprintf("resumed: its budget counts from %s", s.Snapshot().WindowStartedAt.Format(time.RFC3339Nano)), nil
 	}
 	if !errors.Is(err, watchdog.ErrUnknownSession) {
 		return nil, "", err
