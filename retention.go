@@ -68,4 +68,6 @@ func (r Retention) check() error {
 	return nil
 }
 
-func (r Retention) policy() retain.Policy { return retain.Policy{Windows: r.KeepWindows, After: r.ForgetAfter} }
+func (r Retention) policy() retain.Policy {
+	return retain.Policy{Windows: r.KeepWindows, After: r.ForgetAfter}
+}

@@ -224,7 +224,7 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 			_, s := newSession(t)
 			invalid(t, s.WatchWorkspace(""))
 		},
-		"Session.Window":          func(t *testing.T) { _, s := newSession(t); assert.Equal(t, 1, s.Window()) },
+		"Session.Window": func(t *testing.T) { _, s := newSession(t); assert.Equal(t, 1, s.Window()) },
 		"Session.Snapshot": func(t *testing.T) {
 			_, s := newSession(t)
 			assert.Equal(t, t0, s.Snapshot().WindowStartedAt)
