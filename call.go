@@ -122,7 +122,10 @@ func (h *CallHandle) End(err error) error {
 	}
 	l := &h.l
 	if !l.claimed.CompareAndSwap(false, true) {
-		return l.outcome(err)
+		if c := l.firedCause(); c != nil {
+			return c
+		}
+		return err
 	}
 	l.exited()
 	if fired := l.finish(err); fired != nil {
@@ -154,7 +157,7 @@ func (h *CallHandle) Run(fn func(ctx context.Context) error) error {
 	gone := l.await()
 	select {
 	case <-gone: // abandoned (or closed) before Run: fn never runs
-		err := l.abandonedCause()
+		err := l.firedCause()
 		l.report(err)
 		return err
 	default:
@@ -188,7 +191,7 @@ func (h *CallHandle) Run(fn func(ctx context.Context) error) error {
 			err = fired
 		}
 	case <-gone:
-		err = l.abandonedCause()
+		err = l.firedCause()
 	}
 	l.report(err)
 	return err

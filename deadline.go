@@ -240,16 +240,6 @@ func (l *layer) report(err error) {
 	}
 }
 
-// outcome is the error a caller of a layer that already ended gets for
-// err: the layer's cause if a limit fired (or the Watchdog closed), else
-// err.
-func (l *layer) outcome(err error) error {
-	if c := l.abandonedCause(); c != nil {
-		return c
-	}
-	return err
-}
-
 // remaining is the time left from the layer's start until the earliest of
 // its own deadline, its enclosing layers' and the session window's.
 func (l *layer) remaining() time.Duration {
@@ -456,7 +446,9 @@ func (l *layer) finish(fnErr error) error {
 	return nil
 }
 
-func (l *layer) abandonedCause() error {
+// firedCause is the layer's cause: the verdict of the limit that fired, or
+// ErrClosed; nil if neither.
+func (l *layer) firedCause() error {
 	if l.w == nil {
 		l.mu.Lock()
 		defer l.mu.Unlock()
