@@ -113,7 +113,7 @@ func (h *CallHandle) Context() context.Context {
 // *VerdictError if one of its limits fired first (or ErrClosed if the
 // Watchdog closed meanwhile), else err. The first End records the call's
 // end (evidence on its channel; with WithCallRecords, a
-// runtime.call.completed event whose reason is "ok", "error" with err's
+// runtime.handler.completed event whose reason is "ok", "error" with err's
 // text, or the limit that fired) and cancels its context; a later End,
 // or an End after Run, records nothing and returns the same way.
 func (h *CallHandle) End(err error) error {
