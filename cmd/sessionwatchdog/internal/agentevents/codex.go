@@ -1,8 +1,6 @@
 package agentevents
 
-import "encoding/json"
-
-// Codex parses OpenAI Codex CLI's headless event stream: the JSON lines
+// codex reads OpenAI Codex CLI's headless event stream: the JSON lines
 // that `codex exec --json` writes on stdout, as documented in
 //
 //   - https://developers.openai.com/codex/noninteractive (non-interactive
@@ -31,71 +29,90 @@ import "encoding/json"
 //
 // Early versions named the item's type "item_type" and the agent's message
 // "assistant_message"; both are read too.
-type Codex struct{}
-
-type codexLine struct {
-	Type string          `json:"type"`
-	Item json.RawMessage `json:"item"`
+type codex struct {
+	typ                                            string
+	item                                           bool // "item" is an object
+	id, itemType, legacyType, status, server, tool string
 }
 
-type codexItem struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	ItemType string `json:"item_type"`
-	Status   string `json:"status"`
-	Server   string `json:"server"`
-	Tool     string `json:"tool"`
-}
+func (c *codex) reset() { *c = codex{} }
 
-// Parse implements Parser.
-func (Codex) Parse(line []byte) []Event {
-	var l codexLine
-	if !decodeObject(line, &l) || l.Type == "" {
-		return unknown
+func (c *codex) value(s *scanner, v []byte, str, over bool) {
+	if !str {
+		return
 	}
-	switch l.Type {
+	switch {
+	case s.at("type"):
+		c.typ = text(v)
+	case s.depth() == 2 && string(s.key(0)) == "item":
+		switch string(s.key(1)) {
+		case "id":
+			c.id = text(v)
+		case "type":
+			c.itemType = text(v)
+		case "item_type":
+			c.legacyType = text(v)
+		case "status":
+			c.status = text(v)
+		case "server":
+			c.server = text(v)
+		case "tool":
+			c.tool = text(v)
+		}
+	}
+}
+
+func (c *codex) closed(s *scanner, obj bool) {
+	if obj && s.at("item") {
+		c.item = true
+	}
+}
+
+func (c *codex) events(out []Event) []Event {
+	switch c.typ {
 	case "thread.started", "turn.started", "error", "item.plan.delta", "request_user_input":
-		return output
+		return append(out, Event{Kind: Output})
 	case "turn.completed", "turn.failed":
-		return []Event{{Kind: Output}, {Kind: TurnEnd}}
+		return append(out, Event{Kind: Output}, Event{Kind: TurnEnd})
 	case "item.started", "item.updated", "item.completed":
 	default:
-		return unknown
+		return out
 	}
-	var it codexItem
-	if len(l.Item) == 0 || !decodeObject(l.Item, &it) {
-		return unknown
+	if !c.item {
+		return out
 	}
-	typ := it.Type
+	typ := c.itemType
 	if typ == "" {
-		typ = it.ItemType
+		typ = c.legacyType
 	}
 	var name string
 	sub := false
 	switch typ {
 	case "agent_message", "assistant_message", "reasoning", "plan", "todo_list", "error":
-		return output
+		return append(out, Event{Kind: Output})
 	case "command_execution", "web_search", "file_change":
 		name = typ
 	case "mcp_tool_call":
-		name = CleanName("mcp:" + it.Server + "/" + it.Tool)
+		name = CleanName("mcp:" + c.server + "/" + c.tool)
 	case "collab_tool_call":
-		name, sub = CleanName("collab:"+it.Tool), true
+		name, sub = CleanName("collab:"+c.tool), true
 	default:
-		return unknown
+		return out
 	}
-	if it.ID == "" {
-		return unknown
+	if c.id == "" {
+		return out
 	}
-	e := Event{ID: it.ID, Name: name, Subagent: sub}
-	switch l.Type {
+	e := Event{ID: c.id, Name: name, Subagent: sub}
+	switch c.typ {
 	case "item.started":
 		e.Kind = CallStart
 	case "item.updated":
 		e.Kind = CallUpdate
 	default:
 		e.Kind = CallEnd
-		e.Failed = it.Status == "failed" || it.Status == "declined"
+		if c.status == "failed" || c.status == "declined" {
+			e.Failed, e.Status = true, status(c.status)
+		}
 	}
-	return []Event{e}
+	return append(out, e)
 }

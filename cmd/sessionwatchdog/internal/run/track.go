@@ -46,17 +46,18 @@ func (t *tracker) touched(ch watchdog.Channel) {
 	}
 }
 
-func (t *tracker) callStarted() {
+// callStarted notes a call's begin: evidence on its channel ch.
+func (t *tracker) callStarted(ch watchdog.Channel) {
 	t.inFlight.Add(1)
-	t.touched(watchdog.ChannelMCPTool) // Call records its start as tool-call evidence
+	t.touched(ch)
 }
 
-// callEnded notes a call's end; evidence unless the session had ended
-// (Call records its end all the same, but the window is over).
-func (t *tracker) callEnded(evidence bool) {
+// callEnded notes a call's end; evidence on ch unless the session had
+// ended (End records it all the same, but the window is over).
+func (t *tracker) callEnded(ch watchdog.Channel, evidence bool) {
 	t.inFlight.Add(-1)
 	if evidence {
-		t.touched(watchdog.ChannelMCPTool) // and its end
+		t.touched(ch)
 	}
 }
 
