@@ -43,7 +43,8 @@ import "strings"
 //     "completed". The "result" that ends the parent's turn does not end
 //     it: only its notification, its cap, or the command's end do.
 type claude struct {
-	typ, subtype, parent, toolUseID, taskID, taskType, status string
+	// the values read, reused from line to line (no allocation a line)
+	typ, subtype, parent, toolUseID, taskID, taskType, status []byte
 	message, messageObj                                       bool
 	blocks                                                    []claudeBlock
 	cur                                                       claudeBlock
@@ -59,8 +60,10 @@ type claudeBlock struct {
 const maxBlocks = 64
 
 func (c *claude) reset() {
-	blocks := c.blocks[:0]
-	*c = claude{blocks: blocks}
+	for _, b := range []*[]byte{&c.typ, &c.subtype, &c.parent, &c.toolUseID, &c.taskID, &c.taskType, &c.status} {
+		*b = (*b)[:0]
+	}
+	c.message, c.messageObj, c.blocks, c.cur = false, false, c.blocks[:0], claudeBlock{}
 }
 
 func (c *claude) value(s *scanner, v []byte, str, over bool) {
@@ -71,19 +74,19 @@ func (c *claude) value(s *scanner, v []byte, str, over bool) {
 		}
 		switch string(s.key(0)) {
 		case "type":
-			c.typ = text(v)
+			c.typ = appendText(c.typ[:0], v)
 		case "subtype":
-			c.subtype = text(v)
+			c.subtype = appendText(c.subtype[:0], v)
 		case "parent_tool_use_id":
-			c.parent = text(v)
+			c.parent = appendText(c.parent[:0], v)
 		case "tool_use_id":
-			c.toolUseID = text(v)
+			c.toolUseID = appendText(c.toolUseID[:0], v)
 		case "task_id":
-			c.taskID = text(v)
+			c.taskID = appendText(c.taskID[:0], v)
 		case "task_type":
-			c.taskType = text(v)
+			c.taskType = appendText(c.taskType[:0], v)
 		case "status":
-			c.status = text(v)
+			c.status = appendText(c.status[:0], v)
 		}
 	case 4:
 		if !s.at("message", "content", "[]", string(s.key(3))) {
@@ -127,37 +130,38 @@ func (c *claude) closed(s *scanner, obj bool) {
 
 func (c *claude) events(out []Event) []Event {
 	said := Event{Kind: Output}
-	if c.parent != "" {
-		said = Event{Kind: SubagentOutput, ID: c.parent}
+	parent := ""
+	if len(c.parent) > 0 {
+		parent = string(c.parent)
+		said = Event{Kind: SubagentOutput, ID: parent}
 	}
-	switch c.typ {
+	switch string(c.typ) {
 	case "":
 		return out
 	case "system":
-		id := "task:" + c.taskID
-		switch c.subtype {
+		switch string(c.subtype) {
 		case "task_started":
-			if c.taskID == "" {
+			if len(c.taskID) == 0 {
 				return out
 			}
-			name := "task:agent"
-			if c.taskType != "" {
-				name = CleanName("task:" + c.taskType)
+			name, tt := "task:agent", string(c.taskType)
+			if tt != "" {
+				name = CleanName("task:" + tt)
 			}
-			sub := c.taskType == "" || !(contains(c.taskType, "bash") || contains(c.taskType, "shell"))
-			return append(out, Event{Kind: CallStart, ID: id, Name: name, Subagent: sub, Background: true, Parent: c.toolUseID})
+			sub := tt == "" || !(contains(tt, "bash") || contains(tt, "shell"))
+			return append(out, Event{Kind: CallStart, ID: "task:" + string(c.taskID), Name: name, Subagent: sub, Background: true, Parent: string(c.toolUseID)})
 		case "task_progress":
-			if c.taskID == "" {
+			if len(c.taskID) == 0 {
 				return out
 			}
-			return append(out, Event{Kind: CallUpdate, ID: id})
+			return append(out, Event{Kind: CallUpdate, ID: "task:" + string(c.taskID)})
 		case "task_notification":
-			if c.taskID == "" {
+			if len(c.taskID) == 0 {
 				return out
 			}
-			e := Event{Kind: CallEnd, ID: id}
-			if c.status != "completed" {
-				e.Failed, e.Status = true, status(c.status)
+			e := Event{Kind: CallEnd, ID: "task:" + string(c.taskID)}
+			if st := string(c.status); st != "completed" {
+				e.Failed, e.Status = true, status(st)
 				if e.Status == "" {
 					e.Status = "no status"
 				}
@@ -170,19 +174,20 @@ func (c *claude) events(out []Event) []Event {
 	case "result":
 		return append(out, said, Event{Kind: TurnEnd})
 	case "tool_progress":
-		if c.toolUseID == "" {
+		if len(c.toolUseID) == 0 {
 			return out
 		}
-		return append(out, said, Event{Kind: CallUpdate, ID: c.toolUseID})
+		return append(out, said, Event{Kind: CallUpdate, ID: string(c.toolUseID)})
 	case "assistant", "user":
 		if !c.messageObj {
 			return out
 		}
 		out = append(out, said)
+		typ := string(c.typ)
 		for _, b := range c.blocks {
 			switch {
-			case c.typ == "assistant" && b.typ == "tool_use" && b.id != "":
-				e := Event{Kind: CallStart, ID: b.id, Name: CleanName(b.name), Parent: c.parent}
+			case typ == "assistant" && b.typ == "tool_use" && b.id != "":
+				e := Event{Kind: CallStart, ID: b.id, Name: CleanName(b.name), Parent: parent}
 				if subagentTools[b.name] {
 					e.Subagent = true
 					if b.subagentType != "" {
@@ -190,7 +195,7 @@ func (c *claude) events(out []Event) []Event {
 					}
 				}
 				out = append(out, e)
-			case c.typ == "user" && b.typ == "tool_result" && b.toolUseID != "":
+			case typ == "user" && b.typ == "tool_result" && b.toolUseID != "":
 				e := Event{Kind: CallEnd, ID: b.toolUseID}
 				if b.isError {
 					e.Failed, e.Status = true, "is_error"
@@ -208,3 +213,23 @@ func (c *claude) events(out []Event) []Event {
 var subagentTools = map[string]bool{"Task": true, "Agent": true}
 
 func contains(s, sub string) bool { return strings.Contains(strings.ToLower(s), sub) }
+
+func (c *claude) want(s *scanner) bool {
+	switch s.depth() {
+	case 1:
+		switch string(s.key(0)) {
+		case "type", "subtype", "parent_tool_use_id", "tool_use_id", "task_id", "task_type", "status":
+			return true
+		}
+	case 4:
+		if string(s.key(0)) == "message" && string(s.key(1)) == "content" {
+			switch string(s.key(3)) {
+			case "type", "id", "name", "tool_use_id", "is_error":
+				return true
+			}
+		}
+	case 5:
+		return s.at("message", "content", "[]", "input", "subagent_type")
+	}
+	return false
+}

@@ -30,12 +30,17 @@ package agentevents
 // Early versions named the item's type "item_type" and the agent's message
 // "assistant_message"; both are read too.
 type codex struct {
-	typ                                            string
-	item                                           bool // "item" is an object
-	id, itemType, legacyType, status, server, tool string
+	item bool // "item" is an object
+	// the values read, reused from line to line (no allocation a line)
+	typ, id, itemType, legacyType, status, server, tool []byte
 }
 
-func (c *codex) reset() { *c = codex{} }
+func (c *codex) reset() {
+	c.item = false
+	for _, b := range []*[]byte{&c.typ, &c.id, &c.itemType, &c.legacyType, &c.status, &c.server, &c.tool} {
+		*b = (*b)[:0]
+	}
+}
 
 func (c *codex) value(s *scanner, v []byte, str, over bool) {
 	if !str {
@@ -43,21 +48,21 @@ func (c *codex) value(s *scanner, v []byte, str, over bool) {
 	}
 	switch {
 	case s.at("type"):
-		c.typ = text(v)
+		c.typ = appendText(c.typ[:0], v)
 	case s.depth() == 2 && string(s.key(0)) == "item":
 		switch string(s.key(1)) {
 		case "id":
-			c.id = text(v)
+			c.id = appendText(c.id[:0], v)
 		case "type":
-			c.itemType = text(v)
+			c.itemType = appendText(c.itemType[:0], v)
 		case "item_type":
-			c.legacyType = text(v)
+			c.legacyType = appendText(c.legacyType[:0], v)
 		case "status":
-			c.status = text(v)
+			c.status = appendText(c.status[:0], v)
 		case "server":
-			c.server = text(v)
+			c.server = appendText(c.server[:0], v)
 		case "tool":
-			c.tool = text(v)
+			c.tool = appendText(c.tool[:0], v)
 		}
 	}
 }
@@ -69,7 +74,7 @@ func (c *codex) closed(s *scanner, obj bool) {
 }
 
 func (c *codex) events(out []Event) []Event {
-	switch c.typ {
+	switch string(c.typ) {
 	case "thread.started", "turn.started", "error", "item.plan.delta", "request_user_input":
 		return append(out, Event{Kind: Output})
 	case "turn.completed", "turn.failed":
@@ -82,37 +87,52 @@ func (c *codex) events(out []Event) []Event {
 		return out
 	}
 	typ := c.itemType
-	if typ == "" {
+	if len(typ) == 0 {
 		typ = c.legacyType
 	}
 	var name string
 	sub := false
-	switch typ {
+	switch string(typ) {
 	case "agent_message", "assistant_message", "reasoning", "plan", "todo_list", "error":
 		return append(out, Event{Kind: Output})
 	case "command_execution", "web_search", "file_change":
-		name = typ
+		name = string(typ)
 	case "mcp_tool_call":
-		name = CleanName("mcp:" + c.server + "/" + c.tool)
+		name = CleanName("mcp:" + string(c.server) + "/" + string(c.tool))
 	case "collab_tool_call":
-		name, sub = CleanName("collab:"+c.tool), true
+		name, sub = CleanName("collab:"+string(c.tool)), true
 	default:
 		return out
 	}
-	if c.id == "" {
+	if len(c.id) == 0 {
 		return out
 	}
-	e := Event{ID: c.id, Name: name, Subagent: sub}
-	switch c.typ {
+	e := Event{ID: string(c.id), Name: name, Subagent: sub}
+	switch string(c.typ) {
 	case "item.started":
 		e.Kind = CallStart
 	case "item.updated":
 		e.Kind = CallUpdate
 	default:
 		e.Kind = CallEnd
-		if c.status == "failed" || c.status == "declined" {
-			e.Failed, e.Status = true, status(c.status)
+		if st := string(c.status); st == "failed" || st == "declined" {
+			e.Failed, e.Status = true, status(st)
 		}
 	}
 	return append(out, e)
+}
+
+func (c *codex) want(s *scanner) bool {
+	switch s.depth() {
+	case 1:
+		return string(s.key(0)) == "type"
+	case 2:
+		if string(s.key(0)) == "item" {
+			switch string(s.key(1)) {
+			case "id", "type", "item_type", "status", "server", "tool":
+				return true
+			}
+		}
+	}
+	return false
 }

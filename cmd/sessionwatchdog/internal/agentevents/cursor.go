@@ -113,3 +113,18 @@ func (c *cursor) events(out []Event) []Event {
 	}
 	return out
 }
+
+func (c *cursor) want(s *scanner) bool {
+	switch d := s.depth(); {
+	case d == 1:
+		switch string(s.key(0)) {
+		case "type", "subtype", "call_id":
+			return true
+		}
+	case d == 3:
+		return s.at("tool_call", "function", "name")
+	case d >= 4:
+		return string(s.key(0)) == "tool_call" && string(s.key(2)) == "result"
+	}
+	return false
+}

@@ -80,3 +80,16 @@ func (g *gemini) events(out []Event) []Event {
 	}
 	return out
 }
+
+func (g *gemini) want(s *scanner) bool {
+	switch s.depth() {
+	case 1:
+		switch string(s.key(0)) {
+		case "type", "tool_id", "tool_name", "status":
+			return true
+		}
+	case 2:
+		return s.at("error", "type")
+	}
+	return false
+}

@@ -53,6 +53,9 @@ type frame struct {
 
 // sink receives what the scanner reads.
 type sink interface {
+	// want reports whether the scalar beginning at the scanner's path is
+	// to be kept and reported (value); the others are only skipped.
+	want(s *scanner) bool
 	// value reports a scalar at the scanner's path: v its raw bytes (a
 	// string's without its quotes, escapes as written), str whether it is a
 	// string, over whether it was longer than v.
@@ -244,11 +247,11 @@ func (s *scanner) beginValue(c byte) {
 	case c == '[':
 		s.push(false)
 	case c == '"':
-		s.isKey, s.keep, s.esc = false, len(s.stack) <= maxCaptureDepth, false
+		s.isKey, s.keep, s.esc = false, len(s.stack) <= maxCaptureDepth && s.sink.want(s), false
 		s.val, s.valOver = s.val[:0], false
 		s.st = sString
 	case c == '-' || c >= '0' && c <= '9' || c == 't' || c == 'f' || c == 'n':
-		s.keep = true
+		s.keep = len(s.stack) <= maxCaptureDepth && s.sink.want(s)
 		s.val, s.valOver = append(s.val[:0], c), false
 		s.st = sScalar
 	default:
@@ -256,14 +259,20 @@ func (s *scanner) beginValue(c byte) {
 	}
 }
 
-// add keeps b as part of the value in progress, up to its bound.
+// add keeps b as part of the value in progress, up to its bound (a
+// scalar that is not kept: its first bytes, enough to check a literal).
 func (s *scanner) add(b []byte) {
-	if !s.keep || s.valOver {
+	if s.valOver {
 		return
 	}
 	limit := maxValue
-	if s.isKey {
+	switch {
+	case s.isKey:
 		limit = maxKey
+	case !s.keep && s.st == sString:
+		return
+	case !s.keep:
+		limit = 6
 	}
 	if room := limit - len(s.val); len(b) > room {
 		s.val, s.valOver = append(s.val, b[:room]...), true
@@ -275,6 +284,18 @@ func (s *scanner) add(b []byte) {
 // str reads the string in progress from p and returns how many bytes of p
 // it consumed: up to its closing quote, or all of p.
 func (s *scanner) str(p []byte) int {
+	if !s.esc { // most strings are short and plain: a byte loop beats IndexByte
+		for k, c := range p[:min(len(p), 32)] {
+			if c == '"' {
+				s.add(p[:k])
+				s.endString()
+				return k + 1
+			}
+			if c == '\\' {
+				break
+			}
+		}
+	}
 	i, q := 0, -1 // q: the next '"' at or after i (len(p): none)
 	for i < len(p) {
 		if s.esc {
@@ -338,10 +359,19 @@ func (s *scanner) endScalar() {
 			}
 		}
 	}
-	if len(s.stack) <= maxCaptureDepth {
+	if s.keep {
 		s.sink.value(s, v, false, s.valOver)
 	}
 	s.afterValue()
+}
+
+// appendText appends to dst the text a kept string value holds: its
+// escapes decoded.
+func appendText(dst, v []byte) []byte {
+	if bytes.IndexByte(v, '\\') < 0 {
+		return append(dst, v...)
+	}
+	return append(dst, text(v)...)
 }
 
 // text is the string a kept string value holds: its escapes decoded.

@@ -37,6 +37,7 @@ type eventWriter struct {
 	recent  *recentLines
 	h       maphash.Hash
 	pending bool // the current line has bytes
+	said    bool // a line of output was read in this Write: one touch for them all
 }
 
 // recentLines remembers the hashes of the last lines.DefaultRecent
@@ -84,7 +85,17 @@ func (e *eventWriter) Write(p []byte) (int, error) {
 		e.line()
 		rest = rest[i+1:]
 	}
+	e.flushSaid()
 	return e.out.Write(p)
+}
+
+// flushSaid records the output lines read as evidence on stdout: one
+// touch for the lines of one write, which arrived at the same instant.
+func (e *eventWriter) flushSaid() {
+	if e.said {
+		e.said = false
+		e.calls.track.touch(e.calls.s, watchdog.ChannelStdout)
+	}
 }
 
 // line ends the current line.
@@ -99,8 +110,14 @@ func (e *eventWriter) line() {
 	}
 	e.pending = false
 	for _, ev := range evs {
-		if ev.Kind == agentevents.Unknown && repeat {
-			continue // a repeated line that is not an event: not work
+		switch ev.Kind {
+		case agentevents.Unknown:
+			e.said = e.said || !repeat // a repeated line that is not an event is not work
+			continue
+		case agentevents.Output:
+			e.said = true
+		default:
+			e.flushSaid() // before a call's evidence, as the line came first
 		}
 		e.calls.apply(ev)
 	}
@@ -111,6 +128,7 @@ func (e *eventWriter) Flush() {
 	if e.pending {
 		e.line()
 	}
+	e.flushSaid()
 }
 
 // calls turns agent events into evidence and bounded calls: a call in
@@ -134,12 +152,16 @@ type calls struct {
 	postTurn             time.Duration // 0: never
 	finished             func()
 
-	mu       sync.Mutex
+	// The books: only the goroutine that applies events uses them (and
+	// wait, once it is done).
 	open     map[string]*call
 	byParent map[string]string // a background call's Parent -> its id
 	turnDone bool              // a turn ended, and the agent said nothing since
-	timer    *time.Timer       // armed while turnDone and no call is in flight
-	gen      int               // the current arming; a timer of an older one does nothing
+	armed    bool              // the post-turn timer runs
+
+	mu    sync.Mutex
+	timer *time.Timer // armed while turnDone and no call is in flight
+	gen   int         // the current arming; a timer of an older one does nothing
 }
 
 type call struct {
@@ -160,15 +182,14 @@ func (c *calls) apply(ev agentevents.Event) {
 	switch ev.Kind {
 	case agentevents.Unknown:
 		c.track.touch(c.s, watchdog.ChannelStdout)
-	case agentevents.Output:
-		c.track.touch(c.s, watchdog.ChannelStdout)
-		c.setTurnDone(false)
+	case agentevents.Output: // its evidence is the writer's (one touch a write)
+		c.turnDone = false
 	case agentevents.SubagentOutput:
 		c.subagentOutput(ev.ID)
 	case agentevents.CallStart:
 		c.start(ev)
 		if ev.Parent == "" && !ev.Background {
-			c.setTurnDone(false)
+			c.turnDone = false
 		}
 	case agentevents.CallUpdate:
 		c.update(ev.ID)
@@ -176,7 +197,7 @@ func (c *calls) apply(ev agentevents.Event) {
 		c.end(ev)
 	case agentevents.TurnEnd:
 		c.endTurn()
-		c.setTurnDone(true)
+		c.turnDone = true
 	}
 	c.rearm()
 }
@@ -192,10 +213,8 @@ func (c *calls) limits(subagent bool) watchdog.CallLimits {
 // start begins the call ev.ID. A start of a call already in flight is its
 // progress.
 func (c *calls) start(ev agentevents.Event) {
-	c.mu.Lock()
 	_, dup := c.open[ev.ID]
 	full := len(c.open) >= maxCalls
-	c.mu.Unlock()
 	l := c.limits(ev.Subagent)
 	switch {
 	case dup:
@@ -211,18 +230,14 @@ func (c *calls) start(ev agentevents.Event) {
 		return
 	}
 	c.track.callStarted(l.Channel)
-	c.mu.Lock()
 	c.open[ev.ID] = &call{h: h, ch: l.Channel, background: ev.Background, parent: ev.Parent}
 	if ev.Background && ev.Parent != "" {
 		c.byParent[ev.Parent] = ev.ID
 	}
-	c.mu.Unlock()
 }
 
 // take removes the call id from the books and returns it (nil if none).
 func (c *calls) take(id string) *call {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	cl := c.open[id]
 	if cl == nil {
 		return nil
@@ -236,9 +251,7 @@ func (c *calls) take(id string) *call {
 
 // update records progress of the call id (evidence on its channel).
 func (c *calls) update(id string) {
-	c.mu.Lock()
 	cl := c.open[id]
-	c.mu.Unlock()
 	if cl == nil {
 		c.track.touch(c.s, watchdog.ChannelMCPTool)
 		return
@@ -259,12 +272,10 @@ func (c *calls) progressed(cl *call) {
 // call id runs (or that the background call launched by id runs):
 // progress of that call, evidence on the sub-agent channel.
 func (c *calls) subagentOutput(id string) {
-	c.mu.Lock()
 	cl := c.open[id]
 	if task, ok := c.byParent[id]; ok {
 		cl = c.open[task]
 	}
-	c.mu.Unlock()
 	if cl != nil && cl.ch == watchdog.ChannelSubagent {
 		c.progressed(cl)
 		return
@@ -298,7 +309,6 @@ func (c *calls) end(ev agentevents.Event) {
 // started from inside them: the turn's end is theirs (the stream will not
 // say how they ended: they end as succeeded).
 func (c *calls) endTurn() {
-	c.mu.Lock()
 	var ended []*call
 	for id, cl := range c.open {
 		if cl.background {
@@ -310,17 +320,10 @@ func (c *calls) endTurn() {
 		delete(c.open, id)
 		ended = append(ended, cl)
 	}
-	c.mu.Unlock()
 	for _, cl := range ended {
 		_ = cl.h.End(nil)
 		c.track.callEnded(cl.ch, c.ctx.Err() == nil)
 	}
-}
-
-func (c *calls) setTurnDone(done bool) {
-	c.mu.Lock()
-	c.turnDone = done
-	c.mu.Unlock()
 }
 
 // rearm arms the post-turn timer when a turn has ended and no call is in
@@ -329,12 +332,15 @@ func (c *calls) rearm() {
 	if c.postTurn <= 0 || c.finished == nil {
 		return
 	}
+	quiet := c.turnDone && len(c.open) == 0
+	if quiet == c.armed {
+		return
+	}
+	c.armed = quiet
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	quiet := c.turnDone && len(c.open) == 0
-	switch {
-	case quiet && c.timer == nil:
-		c.gen++
+	c.disarmLocked()
+	if quiet {
 		gen := c.gen
 		c.timer = time.AfterFunc(c.postTurn, func() {
 			c.mu.Lock()
@@ -344,8 +350,6 @@ func (c *calls) rearm() {
 				c.finished()
 			}
 		})
-	case !quiet && c.timer != nil:
-		c.disarmLocked()
 	}
 }
 
@@ -361,9 +365,10 @@ func (c *calls) disarmLocked() {
 func (c *calls) wait() {
 	c.mu.Lock()
 	c.disarmLocked()
+	c.mu.Unlock()
+	c.armed = false
 	open := c.open
 	c.open, c.byParent = map[string]*call{}, map[string]string{}
-	c.mu.Unlock()
 	for _, cl := range open {
 		_ = cl.h.End(nil)
 		c.track.callEnded(cl.ch, c.ctx.Err() == nil)
