@@ -12,7 +12,7 @@ import (
 
 // readTranscript returns the payload lines of a testdata transcript: comment
 // and blank lines dropped, the pace column ("SECONDS\t") cut.
-func readTranscript(t *testing.T, name string) [][]byte {
+func readTranscript(t testing.TB, name string) [][]byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {

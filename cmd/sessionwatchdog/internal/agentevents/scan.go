@@ -73,6 +73,7 @@ type scanner struct {
 	isKey   bool // the string in progress is a key
 	esc     bool // the string's previous byte was an escaping backslash
 	keep    bool // the value in progress is kept (in val)
+	fresh   bool // the string in progress has just begun: nothing of it read
 	val     []byte
 	valOver bool
 }
@@ -173,7 +174,7 @@ func (s *scanner) write(p []byte) {
 				s.bad = true
 				break
 			}
-			s.isKey, s.keep, s.esc = true, true, false
+			s.isKey, s.keep, s.esc, s.fresh = true, true, false, true
 			s.val, s.valOver = s.val[:0], false
 			s.st = sString
 		case sColon:
@@ -247,7 +248,7 @@ func (s *scanner) beginValue(c byte) {
 	case c == '[':
 		s.push(false)
 	case c == '"':
-		s.isKey, s.keep, s.esc = false, len(s.stack) <= maxCaptureDepth && s.sink.want(s), false
+		s.isKey, s.keep, s.esc, s.fresh = false, len(s.stack) <= maxCaptureDepth && s.sink.want(s), false, true
 		s.val, s.valOver = s.val[:0], false
 		s.st = sString
 	case c == '-' || c >= '0' && c <= '9' || c == 't' || c == 'f' || c == 'n':
@@ -284,11 +285,11 @@ func (s *scanner) add(b []byte) {
 // str reads the string in progress from p and returns how many bytes of p
 // it consumed: up to its closing quote, or all of p.
 func (s *scanner) str(p []byte) int {
-	if !s.esc { // most strings are short and plain: a byte loop beats IndexByte
-		for k, c := range p[:min(len(p), 32)] {
+	if s.fresh { // most strings are short and plain: a byte loop beats IndexByte
+		s.fresh = false
+		for k, c := range p[:min(len(p), 64)] {
 			if c == '"' {
-				s.add(p[:k])
-				s.endString()
+				s.short(p[:k])
 				return k + 1
 			}
 			if c == '\\' {
@@ -325,6 +326,24 @@ func (s *scanner) str(p []byte) int {
 		s.esc = true
 	}
 	return i
+}
+
+// short ends a string read whole from one piece, b its bytes (at most 64,
+// no escape), without copying it into val first.
+func (s *scanner) short(b []byte) {
+	if s.isKey {
+		f := &s.stack[len(s.stack)-1]
+		f.klen = -1
+		if len(b) <= maxKey {
+			f.klen = copy(f.key[:], b)
+		}
+		s.st = sColon
+		return
+	}
+	if s.keep {
+		s.sink.value(s, b, true, false)
+	}
+	s.afterValue()
 }
 
 func (s *scanner) endString() {
