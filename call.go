@@ -17,7 +17,7 @@ type CallLimits struct {
 	// extends it. Required (positive).
 	Cap time.Duration
 	// Idle is the longest the call may go without progress (see
-	// CallHandle.Progress) after its first progress. Zero means no idle
+	// Progress on the call's Context) after its first progress. Zero means no idle
 	// limit.
 	Idle time.Duration
 	// FirstProgress is the longest the call may go, from its start, before
@@ -45,8 +45,7 @@ const maxCallsListed = 100
 // Watchdog's scheduler (or, outside a session, of the runtime). All its
 // methods are safe for concurrent use. A nil or zero CallHandle (not from
 // Begin) is no call: Context is done with ErrInvalidArgument as its
-// cause, Progress reports false, End and Run return an error wrapping
-// ErrInvalidArgument.
+// cause, End and Run return an error wrapping ErrInvalidArgument.
 type CallHandle struct {
 	l layer
 }
@@ -67,10 +66,10 @@ func (h *CallHandle) valid() bool { return h != nil && h.l.cancel != nil }
 // tool_use block, an agent CLI's JSON line) and ends in another. The
 // call's context (Context) ends at the first limit of l that fires (the
 // cap l.Cap from now, which nothing extends, or an idle limit that
-// progress refreshes) with a *VerdictError cause: Rule "handler_deadline"
-// (the cap) or "handler_idle" (reason handler_idle_exceeded, Elapsed the
-// time without progress, Budget the idle limit that applied), both
-// matching ErrDeadlineExceeded.
+// progress refreshes: Progress on Context) with a *VerdictError cause:
+// Rule "handler_deadline" (the cap) or "handler_idle" (reason
+// handler_idle_exceeded, Elapsed the time without progress, Budget the
+// idle limit that applied), both matching ErrDeadlineExceeded.
 //
 // When ctx belongs to a watched session (it derives from
 // Session.Context), the limits run on the Watchdog's clock and scheduler,
@@ -107,10 +106,6 @@ func (h *CallHandle) Context() context.Context {
 	}
 	return h.l.ctx
 }
-
-// Progress reports that the call has made progress, as value (a step
-// count, bytes or chunks received): Progress(h.Context(), value).
-func (h *CallHandle) Progress(value uint64) bool { return h.valid() && h.l.progress(value) }
 
 // End ends the call with err, the call's own outcome (nil: it
 // succeeded), and returns the error its caller should see: the
@@ -354,24 +349,39 @@ func (s *Session) callsLocked() []CallInFlight {
 		return nil
 	}
 	out := make([]CallInFlight, 0, min(r.calls.n, maxCallsListed))
-	for l := r.calls.head; l != nil && len(out) < maxCallsListed; l = l.next {
+	for l := r.calls.head; l != nil && len(out) < maxCallsListed; l = l.inCalls.next {
 		out = append(out, l.inFlight(l.progAt.Load()))
 	}
 	return out
 }
 
-// callList is a session's handlers in flight, oldest first: a list
-// through the layers themselves, so that ending one is O(1). Guarded by
-// w.mu.
-type callList struct {
+// layerList is a list of layers in flight, oldest first, through links in
+// the layers themselves, so that removing one is O(1): a session's calls
+// (the zero value, through inCalls), or the Watchdog's layers (all, through
+// inAll). Guarded by w.mu.
+type layerList struct {
 	head, tail *layer
 	n          int
+	all        bool
 }
 
-func (c *callList) push(l *layer) {
-	l.prev, l.next, l.listed = c.tail, nil, true
+type layerLinks struct {
+	prev, next *layer
+	listed     bool
+}
+
+func (c *layerList) link(l *layer) *layerLinks {
+	if c.all {
+		return &l.inAll
+	}
+	return &l.inCalls
+}
+
+func (c *layerList) push(l *layer) {
+	k := c.link(l)
+	k.prev, k.next, k.listed = c.tail, nil, true
 	if c.tail != nil {
-		c.tail.next = l
+		c.link(c.tail).next = l
 	} else {
 		c.head = l
 	}
@@ -380,21 +390,22 @@ func (c *callList) push(l *layer) {
 }
 
 // remove takes l out of the list if it is in it, and reports whether it was.
-func (c *callList) remove(l *layer) bool {
-	if !l.listed {
+func (c *layerList) remove(l *layer) bool {
+	k := c.link(l)
+	if !k.listed {
 		return false
 	}
-	if l.prev != nil {
-		l.prev.next = l.next
+	if k.prev != nil {
+		c.link(k.prev).next = k.next
 	} else {
-		c.head = l.next
+		c.head = k.next
 	}
-	if l.next != nil {
-		l.next.prev = l.prev
+	if k.next != nil {
+		c.link(k.next).prev = k.prev
 	} else {
-		c.tail = l.prev
+		c.tail = k.prev
 	}
-	l.prev, l.next, l.listed = nil, nil, false
+	*k = layerLinks{}
 	c.n--
 	return true
 }

@@ -94,7 +94,7 @@ func (e *eventWriter) Write(p []byte) (int, error) {
 func (e *eventWriter) flushSaid() {
 	if e.said {
 		e.said = false
-		e.calls.track.touch(e.calls.s, watchdog.ChannelStdout)
+		e.calls.s.Touch(watchdog.ChannelStdout)
 	}
 }
 
@@ -147,7 +147,6 @@ func (e *eventWriter) Flush() {
 type calls struct {
 	ctx                  context.Context // the session's
 	toolCap, subagentCap time.Duration
-	track                *tracker
 	s                    *watchdog.Session
 	postTurn             time.Duration // 0: never
 	finished             func()
@@ -172,8 +171,8 @@ type call struct {
 	progress   uint64
 }
 
-func newCalls(ctx context.Context, s *watchdog.Session, toolCap, subagentCap time.Duration, track *tracker) *calls {
-	return &calls{ctx: ctx, s: s, toolCap: toolCap, subagentCap: subagentCap, track: track,
+func newCalls(ctx context.Context, s *watchdog.Session, toolCap, subagentCap time.Duration) *calls {
+	return &calls{ctx: ctx, s: s, toolCap: toolCap, subagentCap: subagentCap,
 		open: map[string]*call{}, byParent: map[string]string{}}
 }
 
@@ -181,7 +180,7 @@ func newCalls(ctx context.Context, s *watchdog.Session, toolCap, subagentCap tim
 func (c *calls) apply(ev agentevents.Event) {
 	switch ev.Kind {
 	case agentevents.Unknown:
-		c.track.touch(c.s, watchdog.ChannelStdout)
+		c.s.Touch(watchdog.ChannelStdout)
 	case agentevents.Output: // its evidence is the writer's (one touch a write)
 		c.turnDone = false
 	case agentevents.SubagentOutput:
@@ -221,15 +220,14 @@ func (c *calls) start(ev agentevents.Event) {
 		c.update(ev.ID)
 		return
 	case full || c.ctx.Err() != nil:
-		c.track.touch(c.s, l.Channel)
+		c.s.Touch(l.Channel)
 		return
 	}
 	h, err := watchdog.Begin(c.ctx, ev.Name, l)
 	if err != nil { // the session ended meanwhile
-		c.track.touch(c.s, l.Channel)
+		c.s.Touch(l.Channel)
 		return
 	}
-	c.track.callStarted(l.Channel)
 	c.open[ev.ID] = &call{h: h, ch: l.Channel, background: ev.Background, parent: ev.Parent}
 	if ev.Background && ev.Parent != "" {
 		c.byParent[ev.Parent] = ev.ID
@@ -253,7 +251,7 @@ func (c *calls) take(id string) *call {
 func (c *calls) update(id string) {
 	cl := c.open[id]
 	if cl == nil {
-		c.track.touch(c.s, watchdog.ChannelMCPTool)
+		c.s.Touch(watchdog.ChannelMCPTool)
 		return
 	}
 	c.progressed(cl)
@@ -263,9 +261,7 @@ func (c *calls) update(id string) {
 // events: cl.progress needs no lock).
 func (c *calls) progressed(cl *call) {
 	cl.progress++
-	if cl.h.Progress(cl.progress) {
-		c.track.touched(cl.ch)
-	}
+	watchdog.Progress(cl.h.Context(), cl.progress)
 }
 
 // subagentOutput records a line written inside the sub-agent that the
@@ -280,7 +276,7 @@ func (c *calls) subagentOutput(id string) {
 		c.progressed(cl)
 		return
 	}
-	c.track.touch(c.s, watchdog.ChannelSubagent)
+	c.s.Touch(watchdog.ChannelSubagent)
 }
 
 // end ends the call ev.ID, failed if the stream says so. A call never
@@ -295,14 +291,12 @@ func (c *calls) end(ev agentevents.Event) {
 		l := c.limits(ev.Subagent)
 		h, berr := watchdog.Begin(c.ctx, agentevents.CleanName(ev.Name), l)
 		if berr != nil {
-			c.track.touch(c.s, l.Channel)
+			c.s.Touch(l.Channel)
 			return
 		}
-		c.track.callStarted(l.Channel)
 		cl = &call{h: h, ch: l.Channel}
 	}
 	_ = cl.h.End(err)
-	c.track.callEnded(cl.ch, c.ctx.Err() == nil)
 }
 
 // endTurn ends every call in flight but the background ones and the calls
@@ -322,7 +316,6 @@ func (c *calls) endTurn() {
 	}
 	for _, cl := range ended {
 		_ = cl.h.End(nil)
-		c.track.callEnded(cl.ch, c.ctx.Err() == nil)
 	}
 }
 
@@ -371,6 +364,5 @@ func (c *calls) wait() {
 	c.open, c.byParent = map[string]*call{}, map[string]string{}
 	for _, cl := range open {
 		_ = cl.h.End(nil)
-		c.track.callEnded(cl.ch, c.ctx.Err() == nil)
 	}
 }
