@@ -201,7 +201,7 @@ func (c *calls) apply(ev agentevents.Event) {
 	c.rearm()
 }
 
-// channel is the evidence channel and cap of a call.
+// limits are the cap and the evidence channel of a call.
 func (c *calls) limits(subagent bool) watchdog.CallLimits {
 	if subagent {
 		return watchdog.CallLimits{Cap: c.subagentCap, Channel: watchdog.ChannelSubagent}
