@@ -152,3 +152,35 @@ func TestDeepNestingIsUnknown(t *testing.T) {
 		t.Errorf("got %v, want one Unknown", got)
 	}
 }
+
+// special finds the first quote or backslash exactly as a byte loop does,
+// wherever it is and whatever bytes surround it.
+func TestSpecialFindsTheFirstQuoteOrBackslash(t *testing.T) {
+	naive := func(p []byte) int {
+		for i, c := range p {
+			if c == '"' || c == '\\' {
+				return i
+			}
+		}
+		return -1
+	}
+	fill := []byte{0, 1, '!', '#', '[', ']', 0x7f, 0x80, 0xa2, 0xdc, 0xff, 'a', 0x21, 0x5b, 0x5d}
+	for n := 0; n <= 40; n++ {
+		for pos := -1; pos < n; pos++ {
+			for _, f := range fill {
+				for _, c := range []byte{'"', '\\'} {
+					p := bytes.Repeat([]byte{f}, n)
+					if pos >= 0 {
+						p[pos] = c
+						if pos+1 < n {
+							p[pos+1] = '"' ^ '\\' ^ c // the other one right after
+						}
+					}
+					if got, want := special(p), naive(p); got != want {
+						t.Fatalf("special(%q) = %d, want %d", p, got, want)
+					}
+				}
+			}
+		}
+	}
+}

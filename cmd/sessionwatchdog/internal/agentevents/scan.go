@@ -2,7 +2,9 @@ package agentevents
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 )
 
 // The scanner reads one line of JSON incrementally, in pieces of any size,
@@ -209,6 +211,27 @@ func (s *scanner) end() {
 	}
 }
 
+// special returns the index of p's first '"' or '\\', or -1: eight bytes
+// at a time (SWAR: a byte equal to c is a zero byte of x^c; the lowest
+// high bit of (v-0x01..)&^v marks the first zero byte exactly).
+func special(p []byte) int {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(p); i += 8 {
+		x := binary.LittleEndian.Uint64(p[i:])
+		a, b := x^(lo*'"'), x^(lo*'\\')
+		if m := ((a - lo) &^ a) | ((b-lo)&^b)&hi; m&hi != 0 {
+			return i + bits.TrailingZeros64(m&hi)>>3
+		}
+	}
+	for ; i < len(p); i++ {
+		if p[i] == '"' || p[i] == '\\' {
+			return i
+		}
+	}
+	return -1
+}
+
 func isScalarByte(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c == '-' || c == '+' || c == '.' || c == 'E'
 }
@@ -285,16 +308,11 @@ func (s *scanner) add(b []byte) {
 // str reads the string in progress from p and returns how many bytes of p
 // it consumed: up to its closing quote, or all of p.
 func (s *scanner) str(p []byte) int {
-	if s.fresh { // most strings are short and plain: a byte loop beats IndexByte
+	if s.fresh { // most strings are short and plain: read 8 bytes at a time
 		s.fresh = false
-		for k, c := range p[:min(len(p), 64)] {
-			if c == '"' {
-				s.short(p[:k])
-				return k + 1
-			}
-			if c == '\\' {
-				break
-			}
+		if k := special(p[:min(len(p), 64)]); k >= 0 && p[k] == '"' {
+			s.short(p[:k])
+			return k + 1
 		}
 	}
 	i, q := 0, -1 // q: the next '"' at or after i (len(p): none)
