@@ -206,3 +206,21 @@ while :; do echo "heartbeat: alive"; sleep 0.05; done
 		t.Fatalf("--stdout all: exit %d, want %d (the heartbeat is evidence: the wall clock stops it); stderr:\n%s", r.code, run.ExitWallClock, r.stderr)
 	}
 }
+
+// In shadow mode the post-turn grace stops nothing: it says so on stderr,
+// and the agent runs on until it exits by itself.
+func TestInShadowModeAFinishedAgentIsNotStopped(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "events.jsonl")
+	sh := script(t, dir, "late.sh", `
+printf '%s\n' '{"type":"result","subtype":"success","is_error":false,"result":"done"}'
+sleep 1
+`)
+	r := runWrapper(t, dir, "--log", log, "--events", "claude", "--mode", "shadow", "--wall", "30s", "--post-turn-grace", "300ms", "--grace", "300ms", "--", sh)
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0 (it exits by itself); stderr:\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "shadow mode, not stopped: finished_not_exited") {
+		t.Errorf("stderr does not say the finished agent was not stopped:\n%s", r.stderr)
+	}
+}

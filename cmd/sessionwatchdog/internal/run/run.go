@@ -319,8 +319,13 @@ const finishedBy = "sessionwatchdog run"
 // finishedNoExit stops the command that ended its turn and did not exit
 // within the post-turn grace: recorded as a stop by finishedBy (reason
 // stop_requested) whose why starts "finished_not_exited".
+// In shadow mode it stops nothing: it says so on stderr.
 func (r *runner) finishedNoExit(s *watchdog.Session) {
 	why := fmt.Sprintf("finished_not_exited: the agent's turn ended (its result was recorded) and it did not exit within the post-turn grace (%v)", r.o.postTurn)
+	if r.o.policy.Mode == watchdog.ModeShadow {
+		r.say("shadow mode, not stopped: %s", why)
+		return
+	}
 	r.finished.Store(true)
 	if err := s.StopBy(finishedBy, why); err != nil {
 		r.say("recording the post-turn stop: %v", err)
