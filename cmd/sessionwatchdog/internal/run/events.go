@@ -159,8 +159,9 @@ type calls struct {
 	armed    bool              // the post-turn timer runs
 
 	mu    sync.Mutex
-	timer *time.Timer // armed while turnDone and no call is in flight
-	gen   int         // the current arming; a timer of an older one does nothing
+	timer *time.Timer    // armed while turnDone and no call is in flight
+	gen   int            // the current arming; a timer of an older one does nothing
+	fires sync.WaitGroup // a timer armed and not stopped: wait waits for its func
 }
 
 type call struct {
@@ -335,7 +336,9 @@ func (c *calls) rearm() {
 	c.disarmLocked()
 	if quiet {
 		gen := c.gen
+		c.fires.Add(1)
 		c.timer = time.AfterFunc(c.postTurn, func() {
+			defer c.fires.Done()
 			c.mu.Lock()
 			fire := gen == c.gen
 			c.mu.Unlock()
@@ -348,17 +351,21 @@ func (c *calls) rearm() {
 
 func (c *calls) disarmLocked() {
 	if c.timer != nil {
-		c.timer.Stop()
+		if c.timer.Stop() {
+			c.fires.Done() // its func will not run
+		}
 		c.timer = nil
 	}
 	c.gen++
 }
 
-// wait ends every call in flight: the command has ended.
+// wait ends every call in flight, the command having ended, and returns
+// once no post-turn func runs or will.
 func (c *calls) wait() {
 	c.mu.Lock()
 	c.disarmLocked()
 	c.mu.Unlock()
+	c.fires.Wait() // a func that had started has returned
 	c.armed = false
 	open := c.open
 	c.open, c.byParent = map[string]*call{}, map[string]string{}
