@@ -143,7 +143,7 @@ printf '%s\n' '{"type":"assistant","message":{"role":"assistant","content":[{"ty
 func TestAnAgentThatFinishedItsTurnButDidNotExitIsStoppedWithItsOwnOutcome(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "events.jsonl")
-	r := runWrapper(t, dir, "--log", log, "--events", "claude", "--wall", "30s", "--idle", "1s", "--ttl", "200ms",
+	r := runWrapper(t, dir, "--log", log, "--events", "claude", "--wall", "30s", "--idle", "2s", "--ttl", "200ms",
 		"--settle", "1", "--settle-interval", "100ms", "--post-turn-grace", "500ms", "--grace", "300ms",
 		"--", replayBin, "-speed", "4", "-hang", agentTranscript(t, "claude-stream-json.transcript"))
 	evs := events(t, log)
@@ -200,7 +200,7 @@ while :; do echo "heartbeat: alive"; sleep 0.05; done
 		t.Fatalf("--stdout lines: exit %d, want %d (idle); stderr:\n%s\nevents:\n%s", r.code, run.ExitIdle, r.stderr, kinds(evs))
 	}
 	log = filepath.Join(dir, "all.jsonl")
-	r = runWrapper(t, dir, "--log", log, "--events", "claude", "--wall", "1500ms", "--idle", "300ms", "--ttl", "200ms",
+	r = runWrapper(t, dir, "--log", log, "--events", "claude", "--wall", "2500ms", "--idle", "1s", "--ttl", "200ms",
 		"--settle", "1", "--settle-interval", "100ms", "--grace", "300ms", "--", sh)
 	if r.code != run.ExitWallClock {
 		t.Fatalf("--stdout all: exit %d, want %d (the heartbeat is evidence: the wall clock stops it); stderr:\n%s", r.code, run.ExitWallClock, r.stderr)
