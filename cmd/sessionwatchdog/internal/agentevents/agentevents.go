@@ -118,9 +118,13 @@ type Parser struct {
 }
 
 // MemoryBound is the most a Parser holds for a line, in bytes, whatever
-// the line's length: the open containers' keys and one kept value (the
-// events' ids and names it builds are at most this long each).
-const MemoryBound = maxDepth*(maxKey+16) + maxValue
+// the line's length: the open containers (at most 256, each with its key
+// up to 48 bytes), the value being read (up to 512 bytes), and the values
+// its format keeps, each at most 512 bytes: a few a line, and for Claude
+// Code up to 64 tool blocks of 5 values. It is about 180 KiB; a line of
+// the real streams takes a few KiB. Keys are compared as written: an
+// escaped key matches nothing.
+const MemoryBound = maxDepth*(maxKey+16) + maxValue + maxBlocks*5*maxValue + 16*maxValue
 
 // format is one format's reading of a line's values.
 type format interface {
