@@ -108,7 +108,9 @@ type Event struct {
 // pieces: Write its bytes (any number of calls, without the line's
 // ending), then End. Its memory is bounded (MemoryBound) whatever the
 // line's length. It keeps no state between lines: the caller matches a
-// CallEnd to its CallStart by ID. A Parser is not safe for concurrent
+// CallEnd to its CallStart by ID. Keys are compared as written (a key
+// spelled with escapes matches nothing); values are read with their
+// escapes decoded. A Parser is not safe for concurrent
 // use; its zero value is not usable (New).
 type Parser struct {
 	name string
@@ -122,8 +124,7 @@ type Parser struct {
 // up to 48 bytes), the value being read (up to 512 bytes), and the values
 // its format keeps, each at most 512 bytes: a few a line, and for Claude
 // Code up to 64 tool blocks of 5 values. It is about 180 KiB; a line of
-// the real streams takes a few KiB. Keys are compared as written: an
-// escaped key matches nothing.
+// the real streams takes a few KiB.
 const MemoryBound = maxDepth*(maxKey+16) + maxValue + maxBlocks*5*maxValue + 16*maxValue
 
 // format is one format's reading of a line's values.
