@@ -18,6 +18,7 @@ import (
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
 	"github.com/sessionwatchdog/watchdog/internal/index"
+	"github.com/sessionwatchdog/watchdog/internal/kills"
 	"github.com/sessionwatchdog/watchdog/internal/record"
 	"github.com/sessionwatchdog/watchdog/internal/sched"
 	"github.com/sessionwatchdog/watchdog/internal/workspace"
@@ -84,6 +85,7 @@ type Watchdog struct {
 	ckptFrom                                        atomic.Uint64 // where the next evidence checkpoint pass starts (see checkpoints)
 
 	ws      *workspace.Monitor     // started on first WatchWorkspace; guarded by mu
+	kills   kills.Set              // Command's kills in their grace, which Close waits for
 	wsHook  func(*Session, string) // tests only: after each workspace change, with its path
 	armHook func()                 // tests only: called between armedAt's store and the timer's reset
 }
@@ -371,8 +373,10 @@ func (w *Watchdog) Check(ctx context.Context) error {
 // Close stops the scheduler, cancels the context of every session still
 // watched with cause ErrClosed (recording no terminal event, so each can be
 // resumed where it was; after a step of the wall clock, a checkpoint, so a
-// restart times it on the stepped clock), makes a last attempt to record
-// every pending event until ctx ends, and waits for every goroutine the
+// restart times it on the stepped clock), waits for the kills Command began
+// before it until each tree is gone and records them (a tree's end, not its
+// grace's: see Command), makes a last attempt to record every pending event
+// until ctx ends, and waits for every goroutine the
 // Watchdog started, until ctx ends. Callers blocked in Within or Call are
 // released with ErrClosed; a handler function that ignores its context is
 // user code and is not waited for (see Stats).
@@ -381,7 +385,8 @@ func (w *Watchdog) Check(ctx context.Context) error {
 // an Observer hook, an action or a Clock that ignores its context is left
 // running, and the error names only it. The error wraps ErrNotRecorded and names
 // each event Close could not record (the one a hung Append was writing may
-// still be recorded). Later calls do nothing but wait for the first one and
+// still be recorded) and each kill whose tree was still alive when ctx
+// ended. Later calls do nothing but wait for the first one and
 // return its result.
 func (w *Watchdog) Close(ctx context.Context) error {
 	w.closeOnce.Do(func() {
@@ -441,6 +446,10 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		if ws != nil {
 			ws.Close()
 		}
+		var killErr error
+		if left := w.kills.Wait(ctx); len(left) > 0 {
+			killErr = fmt.Errorf("watchdog: close: %w: %w: in its grace: %s", ErrNotRecorded, ctx.Err(), strings.Join(left, "; "))
+		}
 		recErr := w.rec.Close(ctx, ErrNotRecorded)
 		all := make(chan struct{})
 		go func() { w.wg.Wait(); close(all) }()
@@ -460,7 +469,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 			relErr = errors.Join(relErr, fmt.Errorf("watchdog: close: %w: still running in user code that ignores its context: %s",
 				ctx.Err(), strings.Join(stuck, "; ")))
 		}
-		w.closeErr = errors.Join(recErr, relErr)
+		w.closeErr = errors.Join(killErr, recErr, relErr)
 		if w.closeErr != nil {
 			w.log.Error("watchdog: closed with events not recorded", zap.Error(w.closeErr))
 		}
