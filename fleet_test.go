@@ -457,3 +457,38 @@ func TestAnOwnerThatGetsItsWindowBackWhileItsVerdictIsFencedStillEndsIt(t *testi
 		require.NoError(t, owner.Close(ctx))
 	})
 }
+
+// Stop on a session whose window the fleet took over (its owner was
+// paused past its lease, then fenced) returns an error wrapping
+// ErrAlreadyWatched, as Stop's doc says, not ErrClosed: the Watchdog is
+// open. Its Run reports owner_lost.
+func TestStopOnAFencedSessionReturnsErrAlreadyWatched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newLeaseStore()
+		frozen := clock.NewMock()
+		frozen.Set(time.Now())
+		owner := watchdog.New(watchdog.WithStore(store), watchdog.WithClock(frozen))
+		s, err := owner.Start(context.Background(), "agent", frozen.Now(),
+			watchdog.Policy{WallClock: time.Hour, IdleWindow: time.Second, SettleChecks: 3, SettleInterval: time.Second, ContinueWhenOwnerLost: true})
+		require.NoError(t, err)
+		ran := make(chan watchdog.Result, 1)
+		go func() {
+			res, _ := s.Run(func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
+			ran <- res
+		}()
+		member := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption())
+		time.Sleep(watchdog.DefaultLeaseTTL + time.Second)
+		synctest.Wait()
+		require.Equal(t, int64(1), member.Stats().Adopted)
+
+		frozen.Add(2 * time.Second) // a stale observation, recorded: fenced
+		require.NoError(t, owner.Check(context.Background()))
+		<-s.Context().Done()
+		err = s.Stop()
+		require.ErrorIs(t, err, watchdog.ErrAlreadyWatched)
+		require.NotErrorIs(t, err, watchdog.ErrClosed)
+		assert.Equal(t, watchdog.StopOwnerLost, (<-ran).StopReasonCode)
+		require.NoError(t, owner.Close(context.Background()))
+		require.NoError(t, member.Close(context.Background()))
+	})
+}
