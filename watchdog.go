@@ -393,11 +393,8 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		if ctx == nil {
 			ctx = context.Background()
 		}
-		var now time.Time
-		if w.rt != nil || w.offset.Load() != 0 { // else no step was seen: a Clock of the user's (it may hang) is not read
-			now = w.now()
-		}
-		stepped := w.offset.Load() != 0 && w.recOffset() != 0 // and no fleet's store clock absorbed it
+		now, read := w.nowWithin(ctx)                                 // sees a step of the wall clock since the last reading
+		stepped := read && w.offset.Load() != 0 && w.recOffset() != 0 // and no fleet's store clock absorbed it
 		w.mu.Lock()
 		w.closed = true
 		live := w.sessions.All()
@@ -433,6 +430,9 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		// that ignores its context (a Clock, a hook, a store, an action) is
 		// named in the error and left behind.
 		var stuck []string
+		if !read {
+			stuck = append(stuck, "a call of the Clock's Now (no checkpoint was recorded after a step of the wall clock)")
+		}
 		sched := waitUntil(ctx, w.schedDone)
 		if w.closeTimer(sched); !sched {
 			stuck = append(stuck, "the scheduler goroutine (in a call of the Clock)")
@@ -475,6 +475,28 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		}
 	})
 	return w.closeErr
+}
+
+// nowWithin is now, waited for until ctx ends when the Clock is the user's
+// (it may block): ok is false if it did not answer by then, and the
+// reading is left behind.
+func (w *Watchdog) nowWithin(ctx context.Context) (t time.Time, ok bool) {
+	if w.rt != nil {
+		return w.now(), true
+	}
+	ch := make(chan time.Time, 1)
+	go func() { ch <- w.now() }()
+	select {
+	case t = <-ch:
+		return t, true
+	case <-ctx.Done():
+	}
+	select {
+	case t = <-ch:
+		return t, true
+	default:
+		return t, false
+	}
 }
 
 // appendTimeout bounds how long a store's Append (the MemoryStore's
