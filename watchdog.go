@@ -346,14 +346,19 @@ func (w *Watchdog) Run(ctx context.Context, id string, p Policy, fn func(ctx con
 }
 
 // Check is the settle point for tests on a fake clock: when it returns nil,
-// every verdict due at or before the clock's now has been decided and
-// applied, and every event whose recording is due has been attempted
-// (events whose Append failed stay queued for retry). Advance a
-// *clock.Mock, then call Check; late or duplicate timer callbacks from the
-// mock are harmless. Check returns ErrClosed after Close, or ctx's error.
+// every file change in a watched workspace made before the call has been
+// delivered as evidence (on Linux; see docs/testing.md), every verdict due
+// at or before the clock's now has been decided and applied, and every
+// event whose recording is due has been attempted (events whose Append
+// failed stay queued for retry). Advance a *clock.Mock, then call Check;
+// late or duplicate timer callbacks from the mock are harmless. Check
+// returns ErrClosed after Close, or ctx's error.
 func (w *Watchdog) Check(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if err := w.syncWorkspace(ctx); err != nil {
+		return err
 	}
 	for _, f := range []func(context.Context) error{
 		func(ctx context.Context) error { return record.RoundTrip(ctx, w.checkCh, w.done) },

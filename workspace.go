@@ -2,10 +2,12 @@ package watchdog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sessionwatchdog/watchdog/internal/workspace"
 )
@@ -36,7 +38,9 @@ var defaultWorkspaceIgnore = []string{".git"}
 // submodule) is not followed.
 //
 // It returns an error wrapping ErrInvalidArgument for an empty root, a root
-// that is not a directory, or a bad pattern; the window's end cause if the
+// that is not a directory, a bad pattern, or a call inside a
+// testing/synctest bubble (whose time the watcher would stop: see
+// docs/testing.md); the window's end cause if the
 // window has ended; ErrClosed after Close.
 func (s *Session) WatchWorkspace(root string, ignore ...string) error {
 	if root == "" {
@@ -98,6 +102,9 @@ func (w *Watchdog) workspaceMonitor() (*workspace.Monitor, func(*Session, string
 		return nil, nil, ErrClosed
 	}
 	if w.ws == nil {
+		if err := checkNotInBubble(); err != nil {
+			return nil, nil, err
+		}
 		m, err := workspace.New(w.log)
 		if err != nil {
 			return nil, nil, fmt.Errorf("watchdog: workspace monitor: %w", err)
@@ -105,6 +112,39 @@ func (w *Watchdog) workspaceMonitor() (*workspace.Monitor, func(*Session, string
 		w.ws = m
 	}
 	return w.ws, w.wsHook, nil
+}
+
+// checkNotInBubble refuses a workspace inside a testing/synctest bubble,
+// where the real clock's readings have no monotonic reading: the file
+// watcher's goroutine waits on I/O, which the bubble does not count as
+// durably blocked, so the bubble's time would never move again.
+func checkNotInBubble() error {
+	if t := time.Now(); t == t.Round(0) {
+		return fmt.Errorf("%w: a workspace cannot be watched inside a testing/synctest bubble: the file watcher waits on I/O, "+
+			"which the bubble does not count as blocked, so its time would never move and the test would hang; "+
+			"test the workspace on a *clock.Mock outside the bubble (see docs/testing.md)", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// syncWorkspace waits until the workspace monitor, if started, has
+// delivered every change made before the call (see Check).
+func (w *Watchdog) syncWorkspace(ctx context.Context) error {
+	w.mu.Lock()
+	m, closed := w.ws, w.closed
+	w.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if m == nil {
+		return nil
+	}
+	if err := m.Sync(ctx); errors.Is(err, workspace.ErrClosed) {
+		return ErrClosed
+	} else if err != nil {
+		return fmt.Errorf("watchdog: check: %w", err)
+	}
+	return nil
 }
 
 // ignorePatterns checks WatchWorkspace's ignore patterns and returns them
@@ -150,6 +190,9 @@ func validWorkspace(root string, ignore []string) error {
 func checkWorkspaceDir(p Policy) error {
 	if p.WorkspaceRoot == "" {
 		return nil
+	}
+	if err := checkNotInBubble(); err != nil {
+		return err
 	}
 	if fi, err := os.Stat(p.WorkspaceRoot); err != nil || !fi.IsDir() {
 		return fmt.Errorf("%w: workspace_root %q is not a directory", ErrInvalidArgument, p.WorkspaceRoot)

@@ -4,10 +4,13 @@
 package workspace
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -23,6 +26,12 @@ type Monitor struct {
 	mu   sync.Mutex
 	dirs map[string]map[*watch]struct{} // watched directory -> interested watches
 	done chan struct{}
+
+	// Sync's sentinel directory (made on first use), its next file's
+	// number and the files Sync waits for; guarded by mu.
+	syncDir string
+	syncN   int
+	syncs   map[string]chan struct{}
 }
 
 type watch struct {
@@ -91,6 +100,61 @@ func (m *Monitor) Watch(root string, ignore []string, changed func(path string))
 func (m *Monitor) Close() {
 	_ = m.fsw.Close()
 	<-m.done
+	m.mu.Lock()
+	dir := m.syncDir
+	m.mu.Unlock()
+	if dir != "" {
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// ErrClosed is what Sync returns once the Monitor is closed.
+var ErrClosed = errors.New("workspace monitor closed")
+
+// Sync waits until the Monitor has handled every change made before it
+// was called (each watch's changed has returned), until ctx ends. It
+// writes a sentinel file in a directory of its own, watched by the same
+// watcher, and waits for the Monitor to read its event: the kernel queues
+// one watcher's events in order (inotify), so every earlier change was read
+// first. On systems whose watcher does not keep that order across
+// directories (Windows) Sync only bounds the wait.
+func (m *Monitor) Sync(ctx context.Context) error {
+	m.mu.Lock()
+	if m.syncDir == "" {
+		dir, err := os.MkdirTemp("", "watchdog-sync-")
+		if err == nil {
+			if err = m.fsw.Add(dir); err != nil {
+				_ = os.RemoveAll(dir)
+			}
+		}
+		if err != nil {
+			m.mu.Unlock()
+			return fmt.Errorf("workspace monitor: sync: %w", err)
+		}
+		m.syncDir, m.syncs = dir, make(map[string]chan struct{})
+	}
+	m.syncN++
+	path := filepath.Join(m.syncDir, strconv.Itoa(m.syncN))
+	seen := make(chan struct{})
+	m.syncs[path] = seen
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.syncs, path)
+		m.mu.Unlock()
+		_ = os.Remove(path)
+	}()
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		return fmt.Errorf("workspace monitor: sync: %w", err)
+	}
+	select {
+	case <-seen:
+		return nil
+	case <-m.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 func (m *Monitor) run() {
@@ -121,6 +185,14 @@ type interest struct {
 func (m *Monitor) handle(ev fsnotify.Event) {
 	dir := filepath.Dir(ev.Name)
 	m.mu.Lock()
+	if m.syncDir != "" && dir == m.syncDir { // Sync's sentinel: not a workspace's change
+		if seen, ok := m.syncs[ev.Name]; ok {
+			delete(m.syncs, ev.Name)
+			close(seen)
+		}
+		m.mu.Unlock()
+		return
+	}
 	var interested []interest
 	for ww := range m.dirs[dir] {
 		interested = append(interested, interest{ww, ww.dirs[dir]})
