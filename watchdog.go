@@ -16,6 +16,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"go.uber.org/zap"
 
+	"github.com/sessionwatchdog/watchdog/internal/bound"
 	"github.com/sessionwatchdog/watchdog/internal/decide"
 	"github.com/sessionwatchdog/watchdog/internal/index"
 	"github.com/sessionwatchdog/watchdog/internal/kills"
@@ -398,7 +399,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		if ctx == nil {
 			ctx = context.Background()
 		}
-		now, read := w.nowWithin(ctx)                                 // sees a step of the wall clock since the last reading
+		now, read := bound.Call(ctx, w.now) // sees a step of the wall clock; a Clock of the user's may block
 		stepped := read && w.offset.Load() != 0 && w.recOffset() != 0 // and no fleet's store clock absorbed it
 		w.mu.Lock()
 		w.closed = true
@@ -438,7 +439,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		if !read {
 			stuck = append(stuck, "a call of the Clock's Now (no checkpoint was recorded after a step of the wall clock)")
 		}
-		sched := waitUntil(ctx, w.schedDone)
+		sched := bound.Done(ctx, w.schedDone)
 		if w.closeTimer(sched); !sched {
 			stuck = append(stuck, "the scheduler goroutine (in a call of the Clock)")
 		}
@@ -459,15 +460,15 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		all := make(chan struct{})
 		go func() { w.wg.Wait(); close(all) }()
 		var relErr error
-		if !waitUntil(ctx, all) {
+		if !bound.Done(ctx, all) {
 			stuck = append(stuck, "the recorder goroutine (in the store's Append or Observer.OnEvent) or the fleet goroutine (in a Leaser call)")
 		} else {
 			relErr = w.releaseLease(ctx) // the windows left open can be adopted at once
 		}
-		if w.tickObs != nil && !waitUntil(ctx, w.tickObs.done) {
+		if w.tickObs != nil && !bound.Done(ctx, w.tickObs.done) {
 			stuck = append(stuck, "Observer.OnSchedulerTick")
 		}
-		if !waitUntil(ctx, acting) {
+		if !bound.Done(ctx, acting) {
 			stuck = append(stuck, "an action or Wait callback")
 		}
 		if len(stuck) > 0 {
@@ -482,47 +483,10 @@ func (w *Watchdog) Close(ctx context.Context) error {
 	return w.closeErr
 }
 
-// nowWithin is now, waited for until ctx ends when the Clock is the user's
-// (it may block): ok is false if it did not answer by then, and the
-// reading is left behind.
-func (w *Watchdog) nowWithin(ctx context.Context) (t time.Time, ok bool) {
-	if w.rt != nil {
-		return w.now(), true
-	}
-	ch := make(chan time.Time, 1)
-	go func() { ch <- w.now() }()
-	select {
-	case t = <-ch:
-		return t, true
-	case <-ctx.Done():
-	}
-	select {
-	case t = <-ch:
-		return t, true
-	default:
-		return t, false
-	}
-}
-
 // appendTimeout bounds how long a store's Append (the MemoryStore's
 // excepted) may hold up the recording of every other session (see
 // record.Config.AppendTimeout).
 const appendTimeout = 10 * time.Second
-
-// waitUntil waits for done to be closed until ctx ends; it reports whether
-// it was (done wins when both are).
-func waitUntil(ctx context.Context, done <-chan struct{}) bool {
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	select {
-	case <-done:
-		return true
-	default:
-		return false
-	}
-}
 
 // NextDeadline returns the earliest instant at which a verdict is due for
 // one of the watched sessions, and false when no session is watched. Test

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/sessionwatchdog/watchdog/internal/workspace"
 )
@@ -102,8 +101,8 @@ func (w *Watchdog) workspaceMonitor() (*workspace.Monitor, func(*Session, string
 		return nil, nil, ErrClosed
 	}
 	if w.ws == nil {
-		if err := checkNotInBubble(); err != nil {
-			return nil, nil, err
+		if err := workspace.NotInBubble(); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
 		m, err := workspace.New(w.log)
 		if err != nil {
@@ -114,34 +113,13 @@ func (w *Watchdog) workspaceMonitor() (*workspace.Monitor, func(*Session, string
 	return w.ws, w.wsHook, nil
 }
 
-// checkNotInBubble refuses a workspace inside a testing/synctest bubble,
-// where the real clock's readings have no monotonic reading: the file
-// watcher's goroutine waits on I/O, which the bubble does not count as
-// durably blocked, so the bubble's time would never move again.
-func checkNotInBubble() error {
-	if t := time.Now(); t == t.Round(0) {
-		return fmt.Errorf("%w: a workspace cannot be watched inside a testing/synctest bubble: the file watcher waits on I/O, "+
-			"which the bubble does not count as blocked, so its time would never move and the test would hang; "+
-			"test the workspace on a *clock.Mock outside the bubble (see docs/testing.md)", ErrInvalidArgument)
-	}
-	return nil
-}
-
 // syncWorkspace waits until the workspace monitor, if started, has
 // delivered every change made before the call (see Check).
 func (w *Watchdog) syncWorkspace(ctx context.Context) error {
 	w.mu.Lock()
-	m, closed := w.ws, w.closed
+	m := w.ws
 	w.mu.Unlock()
-	if closed {
-		return ErrClosed
-	}
-	if m == nil {
-		return nil
-	}
-	if err := m.Sync(ctx); errors.Is(err, workspace.ErrClosed) {
-		return ErrClosed
-	} else if err != nil {
+	if err := m.Sync(ctx); err != nil && !errors.Is(err, workspace.ErrClosed) { // closed: Check says so next
 		return fmt.Errorf("watchdog: check: %w", err)
 	}
 	return nil
@@ -191,8 +169,8 @@ func checkWorkspaceDir(p Policy) error {
 	if p.WorkspaceRoot == "" {
 		return nil
 	}
-	if err := checkNotInBubble(); err != nil {
-		return err
+	if err := workspace.NotInBubble(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if fi, err := os.Stat(p.WorkspaceRoot); err != nil || !fi.IsDir() {
 		return fmt.Errorf("%w: workspace_root %q is not a directory", ErrInvalidArgument, p.WorkspaceRoot)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"go.uber.org/zap"
@@ -108,17 +109,46 @@ func (m *Monitor) Close() {
 	}
 }
 
+func (m *Monitor) closed() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // ErrClosed is what Sync returns once the Monitor is closed.
 var ErrClosed = errors.New("workspace monitor closed")
 
+// NotInBubble refuses a workspace inside a testing/synctest bubble, where
+// time.Now carries no monotonic reading: the watcher's goroutine waits on
+// I/O, which the bubble does not count as durably blocked, so the bubble's
+// time would never move again.
+func NotInBubble() error {
+	if t := time.Now(); t == t.Round(0) {
+		return errors.New("a workspace cannot be watched inside a testing/synctest bubble: the file watcher waits on I/O, " +
+			"which the bubble does not count as blocked, so its time would never move and the test would hang; " +
+			"test the workspace on a *clock.Mock outside the bubble (see docs/testing.md)")
+	}
+	return nil
+}
+
 // Sync waits until the Monitor has handled every change made before it
-// was called (each watch's changed has returned), until ctx ends. It
+// was called (each watch's changed has returned), until ctx ends; a nil
+// Monitor has none. It
 // writes a sentinel file in a directory of its own, watched by the same
 // watcher, and waits for the Monitor to read its event: the kernel queues
 // one watcher's events in order (inotify), so every earlier change was read
 // first. On systems whose watcher does not keep that order across
 // directories (Windows) Sync only bounds the wait.
 func (m *Monitor) Sync(ctx context.Context) error {
+	if m == nil {
+		return nil
+	}
+	if m.closed() {
+		return ErrClosed
+	}
 	m.mu.Lock()
 	if m.syncDir == "" {
 		dir, err := os.MkdirTemp("", "watchdog-sync-")
@@ -145,6 +175,9 @@ func (m *Monitor) Sync(ctx context.Context) error {
 		_ = os.Remove(path)
 	}()
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		if m.closed() { // Close removed the directory
+			return ErrClosed
+		}
 		return fmt.Errorf("workspace monitor: sync: %w", err)
 	}
 	select {
