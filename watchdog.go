@@ -399,7 +399,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		if ctx == nil {
 			ctx = context.Background()
 		}
-		now, read := bound.Call(ctx, w.now) // sees a step of the wall clock; a Clock of the user's may block
+		now, read := bound.Call(ctx, w.now)                           // sees a step of the wall clock; a Clock of the user's may block
 		stepped := read && w.offset.Load() != 0 && w.recOffset() != 0 // and no fleet's store clock absorbed it
 		w.mu.Lock()
 		w.closed = true
