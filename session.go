@@ -63,7 +63,7 @@ type sessionRare struct {
 	rules   decide.State  // the rules' memory; guarded by w.mu
 	acting  bool          // a decision waits for the action goroutine; guarded by w.mu
 	failed  int           // consecutive failures of the action; guarded by w.mu
-	bounded []*layer      // in-flight handlers with a deadline; guarded by w.mu
+	calls   callList      // in-flight handlers with a deadline, oldest first; guarded by w.mu
 	waiter  *waiter       // armed waiting watchdog; guarded by w.mu
 	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
 
@@ -288,9 +288,6 @@ func (s *Session) Window() int { return int(s.window) }
 // StartedAt returns session_started_at: the session's original start, kept
 // across resumes and restarts.
 func (s *Session) StartedAt() time.Time { return s.w.wallNow(s.sessionStartedAt) }
-
-// WindowStartedAt returns when the current window began.
-func (s *Session) WindowStartedAt() time.Time { return s.w.wallNow(s.windowStartedAt) }
 
 // budgetStart is when the window's wall-clock budget counts from: its
 // start, or later under Policy.SupervisedOnly (see carry). Lock-free: a
