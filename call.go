@@ -349,24 +349,39 @@ func (s *Session) callsLocked() []CallInFlight {
 		return nil
 	}
 	out := make([]CallInFlight, 0, min(r.calls.n, maxCallsListed))
-	for l := r.calls.head; l != nil && len(out) < maxCallsListed; l = l.next {
+	for l := r.calls.head; l != nil && len(out) < maxCallsListed; l = l.inCalls.next {
 		out = append(out, l.inFlight(l.progAt.Load()))
 	}
 	return out
 }
 
-// callList is a session's handlers in flight, oldest first: a list
-// through the layers themselves, so that ending one is O(1). Guarded by
-// w.mu.
-type callList struct {
+// layerList is a list of layers in flight, oldest first, through links in
+// the layers themselves, so that removing one is O(1): a session's calls
+// (the zero value, through inCalls), or the Watchdog's layers (all, through
+// inAll). Guarded by w.mu.
+type layerList struct {
 	head, tail *layer
 	n          int
+	all        bool
 }
 
-func (c *callList) push(l *layer) {
-	l.prev, l.next, l.listed = c.tail, nil, true
+type layerLinks struct {
+	prev, next *layer
+	listed     bool
+}
+
+func (c *layerList) link(l *layer) *layerLinks {
+	if c.all {
+		return &l.inAll
+	}
+	return &l.inCalls
+}
+
+func (c *layerList) push(l *layer) {
+	k := c.link(l)
+	k.prev, k.next, k.listed = c.tail, nil, true
 	if c.tail != nil {
-		c.tail.next = l
+		c.link(c.tail).next = l
 	} else {
 		c.head = l
 	}
@@ -375,21 +390,22 @@ func (c *callList) push(l *layer) {
 }
 
 // remove takes l out of the list if it is in it, and reports whether it was.
-func (c *callList) remove(l *layer) bool {
-	if !l.listed {
+func (c *layerList) remove(l *layer) bool {
+	k := c.link(l)
+	if !k.listed {
 		return false
 	}
-	if l.prev != nil {
-		l.prev.next = l.next
+	if k.prev != nil {
+		c.link(k.prev).next = k.next
 	} else {
-		c.head = l.next
+		c.head = k.next
 	}
-	if l.next != nil {
-		l.next.prev = l.prev
+	if k.next != nil {
+		c.link(k.next).prev = k.prev
 	} else {
-		c.tail = l.prev
+		c.tail = k.prev
 	}
-	l.prev, l.next, l.listed = nil, nil, false
+	*k = layerLinks{}
 	c.n--
 	return true
 }

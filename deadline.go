@@ -56,8 +56,8 @@ type layer struct {
 	ctx      context.Context                 // the call's context: &tctx, or the one Observer.OnHandler returned
 	endHook  func(err error, overrun *Event) // Observer.OnHandler's end, if any
 
-	prev, next *layer // in the session's calls (callList); guarded by w.mu
-	listed     bool
+	inCalls layerLinks // in the session's calls in flight; guarded by w.mu
+	inAll   layerLinks // in the Watchdog's layers in flight; guarded by w.mu
 
 	mu            sync.Mutex // guards abandon, gone, abandonedFlag and exitedFlag; and the fields below when w is nil (else w.mu does)
 	gone          bool       // abandoned or closed: Run gives up on fn
@@ -285,7 +285,7 @@ func (l *layer) arm() error {
 		w.mu.Unlock()
 		return ErrClosed
 	}
-	w.layers[l] = struct{}{}
+	w.layers.push(l)
 	if l.kind == LayerHandler && l.s.state.Load() == stateRunning {
 		l.s.rw().calls.push(l)
 	}
@@ -393,7 +393,7 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 // call in flight (the caller then wakes the scheduler by now). O(1) but for
 // the heap's removal (O(log n) of the timers pending). Called with w.mu held.
 func (w *Watchdog) unregisterLocked(l *layer, now time.Time) {
-	delete(w.layers, l)
+	w.layers.remove(l)
 	w.heap.Remove(&l.item)
 	s := l.s
 	if s.rare == nil {

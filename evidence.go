@@ -247,7 +247,7 @@ func (s *Session) snapshotInto(chs []decide.Channel, now time.Time) (decide.Snap
 	}
 	r := s.r()
 	var until time.Time
-	for l := r.calls.head; l != nil; l = l.next {
+	for l := r.calls.head; l != nil; l = l.inCalls.next {
 		if at := l.progAt.Load(); at > 0 {
 			latest = max(latest, toNanos(l.limits(at).ProgressAt))
 		}

@@ -57,9 +57,9 @@ type Watchdog struct {
 	mu       sync.Mutex // guards sessions, heap, closed
 	sessions index.Index[Session]
 	heap     sched.Heap[timed]
-	layers   map[*layer]struct{} // in-flight deadline layers
-	popped   []timed             // scratch of pass
-	ef       effects             // scratch of pass; owned by the scheduler goroutine
+	layers   layerList // in-flight deadline layers (all)
+	popped   []timed   // scratch of pass
+	ef       effects   // scratch of pass; owned by the scheduler goroutine
 	closed   bool
 	scratch  [maxChannels]decide.Channel // snapshotLocked's buffer; guarded by mu
 
@@ -129,7 +129,7 @@ func New(opts ...Option) *Watchdog {
 		ids:     record.IDs{Prefix: c.idPrefix},
 		owner:   strings.TrimSuffix(c.idPrefix, "-"),
 		fleet:   newFleet(c.store, &c),
-		layers:  make(map[*layer]struct{}),
+		layers:  layerList{all: true},
 		obs:     c.obs,
 		rt:      rt,
 		wakeCh:  make(chan struct{}, 1),
@@ -414,13 +414,13 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		}
 		w.sessions.Reset()
 		var layers []*layer
-		for l := range w.layers {
+		for l := w.layers.head; l != nil; l = l.inAll.next {
 			if l.state != layerDone {
 				l.state, l.cause = layerDone, ErrClosed
 				layers = append(layers, l)
 			}
 		}
-		clear(w.layers)
+		w.layers = layerList{all: true}
 		w.mu.Unlock()
 		for _, l := range layers { // release callers waiting on handlers
 			l.cancel(ErrClosed)
