@@ -137,15 +137,7 @@ func TestAStepBackBeforeACleanCloseDoesNotDelayTheResumedWindow(t *testing.T) {
 				time.Sleep(9 * time.Minute)
 				require.NoError(t, w1.Close(context.Background()))
 
-				w2 := watchdog.New(watchdog.WithStore(store))
-				defer w2.Close(context.Background())
-				watchdog.StepWallClock(w2, -time.Hour)
-				r, err := w2.Resume(context.Background(), "s", p)
-				require.NoError(t, err)
-				assert.Equal(t, start.Add(-time.Hour+2*time.Hour).UTC(), r.Deadline().UTC(), "2 h after the start, on the stepped clock")
-				<-r.Context().Done()
-				assert.Equal(t, 2*time.Hour+time.Nanosecond, time.Since(start), "fired when the budget of elapsed time ran out")
-				require.NoError(t, w2.Check(context.Background())) // the cancel recorded
+				resumeOnTheSteppedClock(t, store, p, start)
 				mismatches, err := watchdog.Replay(load(t, store, "s"))
 				require.NoError(t, err)
 				assert.Empty(t, mismatches)
@@ -176,15 +168,25 @@ func TestAUserClocksStepWhileQuietSurvivesACleanCloseAndRestart(t *testing.T) {
 		time.Sleep(10 * time.Minute)
 		require.NoError(t, w1.Close(context.Background()))
 
-		w2 := watchdog.New(watchdog.WithStore(store), watchdog.WithClock(userClock{clock.New()}))
-		defer w2.Close(context.Background())
-		watchdog.StepWallClock(w2, -time.Hour)
-		r, err := w2.Resume(context.Background(), "s", p)
-		require.NoError(t, err)
-		assert.Equal(t, start.Add(-time.Hour+2*time.Hour).UTC(), r.Deadline().UTC(), "2 h after the start, on the stepped clock")
-		<-r.Context().Done()
-		assert.Equal(t, 2*time.Hour+time.Nanosecond, time.Since(start), "fired when the budget of elapsed time ran out")
+		resumeOnTheSteppedClock(t, store, p, start, watchdog.WithClock(userClock{clock.New()}))
 	})
+}
+
+// resumeOnTheSteppedClock restarts on store, on a wall clock stepped back
+// an hour, the window "s" of 2 h that started at start, and checks that it
+// fires when its budget of elapsed time runs out (its cancel recorded).
+// Run it in a synctest bubble.
+func resumeOnTheSteppedClock(t *testing.T, store watchdog.EventStore, p watchdog.Policy, start time.Time, opts ...watchdog.Option) {
+	t.Helper()
+	w2 := watchdog.New(append([]watchdog.Option{watchdog.WithStore(store)}, opts...)...)
+	defer w2.Close(context.Background())
+	watchdog.StepWallClock(w2, -time.Hour)
+	r, err := w2.Resume(context.Background(), "s", p)
+	require.NoError(t, err)
+	assert.Equal(t, start.Add(-time.Hour+2*time.Hour).UTC(), r.Deadline().UTC(), "2 h after the start, on the stepped clock")
+	<-r.Context().Done()
+	assert.Equal(t, 2*time.Hour+time.Nanosecond, time.Since(start), "fired when the budget of elapsed time ran out")
+	require.NoError(t, w2.Check(context.Background())) // the cancel recorded
 }
 
 // blockingClock is a Clock of the user's whose Now blocks once block is
