@@ -70,6 +70,7 @@ func Command(ctx context.Context, grace time.Duration, name string, arg ...strin
 			}
 			return os.ErrProcessDone
 		}
+		kill.Arm()
 		time.AfterFunc(grace, func() {
 			if !kill.Claim() {
 				return // Close saw the tree gone and recorded the kill

@@ -19,6 +19,7 @@ type Kill struct {
 	gone    func() bool
 	record  func()
 	claimed atomic.Bool
+	armed   atomic.Bool // the signal went out: Wait may record it
 	done    chan struct{}
 	set     *Set
 }
@@ -27,6 +28,15 @@ type Kill struct {
 // to record it and call Done. A nil Kill (a command outside any session) is
 // always claimed.
 func (k *Kill) Claim() bool { return k == nil || k.claimed.CompareAndSwap(false, true) }
+
+// Arm marks k's signal as sent: until then Wait only waits for k's claimer
+// (a kill that found nothing to signal is dropped, not recorded). A nil
+// Kill: nothing.
+func (k *Kill) Arm() {
+	if k != nil {
+		k.armed.Store(true)
+	}
+}
 
 // Done ends the tracking of k, once its claimer has recorded it. A nil
 // Kill: nothing.
@@ -117,7 +127,7 @@ func (k *Kill) wait(ctx context.Context) bool {
 			return false
 		case <-t.C:
 		}
-		if k.gone() && k.Claim() {
+		if k.armed.Load() && k.gone() && k.Claim() {
 			k.record()
 			k.Done()
 			return true
