@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/ilist"
 )
 
 // CallLimits are the limits of a bounded call (Begin; Call gives a Cap
@@ -112,7 +113,7 @@ func (h *CallHandle) Context() context.Context {
 // *VerdictError if one of its limits fired first (or ErrClosed if the
 // Watchdog closed meanwhile), else err. The first End records the call's
 // end (evidence on its channel; with WithCallRecords, a
-// runtime.call.completed event whose reason is "ok", "error" with err's
+// runtime.handler.completed event whose reason is "ok", "error" with err's
 // text, or the limit that fired) and cancels its context; a later End,
 // or an End after Run, records nothing and returns the same way.
 func (h *CallHandle) End(err error) error {
@@ -121,7 +122,10 @@ func (h *CallHandle) End(err error) error {
 	}
 	l := &h.l
 	if !l.claimed.CompareAndSwap(false, true) {
-		return l.outcome(err)
+		if c := l.firedCause(); c != nil {
+			return c
+		}
+		return err
 	}
 	l.exited()
 	if fired := l.finish(err); fired != nil {
@@ -153,7 +157,7 @@ func (h *CallHandle) Run(fn func(ctx context.Context) error) error {
 	gone := l.await()
 	select {
 	case <-gone: // abandoned (or closed) before Run: fn never runs
-		err := l.abandonedCause()
+		err := l.firedCause()
 		l.report(err)
 		return err
 	default:
@@ -187,7 +191,7 @@ func (h *CallHandle) Run(fn func(ctx context.Context) error) error {
 			err = fired
 		}
 	case <-gone:
-		err = l.abandonedCause()
+		err = l.firedCause()
 	}
 	l.report(err)
 	return err
@@ -345,70 +349,26 @@ func (l *layer) inFlight(at int64) CallInFlight {
 // record: at most maxCallsListed; nil if none. Called with w.mu held.
 func (s *Session) callsLocked() []CallInFlight {
 	r := s.r()
-	if r.calls.n == 0 {
+	if r.calls.Len() == 0 {
 		return nil
 	}
-	out := make([]CallInFlight, 0, min(r.calls.n, maxCallsListed))
-	for l := r.calls.head; l != nil && len(out) < maxCallsListed; l = l.inCalls.next {
+	out := make([]CallInFlight, 0, min(r.calls.Len(), maxCallsListed))
+	for l := r.calls.Front(); l != nil && len(out) < maxCallsListed; l = l.inCalls.Next() {
 		out = append(out, l.inFlight(l.progAt.Load()))
 	}
 	return out
 }
 
-// layerList is a list of layers in flight, oldest first, through links in
-// the layers themselves, so that removing one is O(1): a session's calls
-// (the zero value, through inCalls), or the Watchdog's layers (all, through
-// inAll). Guarded by w.mu.
-type layerList struct {
-	head, tail *layer
-	n          int
-	all        bool
-}
+// callLinks and allLinks pick a layer's links in a session's calls in
+// flight and in the Watchdog's layers in flight (lists through the layers
+// themselves, so that ending a call is O(1)).
+type (
+	callLinks struct{}
+	allLinks  struct{}
+)
 
-type layerLinks struct {
-	prev, next *layer
-	listed     bool
-}
-
-func (c *layerList) link(l *layer) *layerLinks {
-	if c.all {
-		return &l.inAll
-	}
-	return &l.inCalls
-}
-
-func (c *layerList) push(l *layer) {
-	k := c.link(l)
-	k.prev, k.next, k.listed = c.tail, nil, true
-	if c.tail != nil {
-		c.link(c.tail).next = l
-	} else {
-		c.head = l
-	}
-	c.tail = l
-	c.n++
-}
-
-// remove takes l out of the list if it is in it, and reports whether it was.
-func (c *layerList) remove(l *layer) bool {
-	k := c.link(l)
-	if !k.listed {
-		return false
-	}
-	if k.prev != nil {
-		c.link(k.prev).next = k.next
-	} else {
-		c.head = k.next
-	}
-	if k.next != nil {
-		c.link(k.next).prev = k.prev
-	} else {
-		c.tail = k.prev
-	}
-	*k = layerLinks{}
-	c.n--
-	return true
-}
+func (callLinks) Links(l *layer) *ilist.Links[layer] { return &l.inCalls }
+func (allLinks) Links(l *layer) *ilist.Links[layer]  { return &l.inAll }
 
 // completedEvent is the KindCallCompleted event of l, returned at now
 // with fnErr, after its deadline fired with cause (nil if it did not).
