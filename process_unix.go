@@ -71,7 +71,7 @@ func Command(ctx context.Context, grace time.Duration, name string, arg ...strin
 			return os.ErrProcessDone
 		}
 		kill.Arm()
-		time.AfterFunc(grace, func() {
+		kill.SetTimer(time.AfterFunc(grace, func() {
 			if !kill.Claim() {
 				return // Close saw the tree gone and recorded the kill
 			}
@@ -101,7 +101,7 @@ func Command(ctx context.Context, grace time.Duration, name string, arg ...strin
 			if s := FromContext(ctx); s != nil {
 				s.recordProcessKill(filepath.Base(name), grace, alive)
 			}
-		})
+		}))
 		if errors.Is(err, syscall.ESRCH) {
 			err = nil // the group's leader is gone; its tree was signalled
 		}

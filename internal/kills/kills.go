@@ -20,6 +20,7 @@ type Kill struct {
 	record  func()
 	claimed atomic.Bool
 	armed   atomic.Bool // the signal went out: Wait may record it
+	timer   atomic.Pointer[time.Timer]
 	done    chan struct{}
 	set     *Set
 }
@@ -35,6 +36,19 @@ func (k *Kill) Claim() bool { return k == nil || k.claimed.CompareAndSwap(false,
 func (k *Kill) Arm() {
 	if k != nil {
 		k.armed.Store(true)
+	}
+}
+
+// SetTimer gives k the timer of its grace's end, which Wait stops when it
+// records k first (so that nothing of the kill outlives Close). A nil Kill:
+// nothing.
+func (k *Kill) SetTimer(t *time.Timer) {
+	if k == nil {
+		return
+	}
+	k.timer.Store(t)
+	if k.claimed.Load() && k.armed.Load() {
+		t.Stop() // harmless if the grace's end claimed it: it has fired
 	}
 }
 
@@ -130,6 +144,9 @@ func (k *Kill) wait(ctx context.Context) bool {
 		if k.armed.Load() && k.gone() && k.Claim() {
 			k.record()
 			k.Done()
+			if t := k.timer.Load(); t != nil {
+				t.Stop()
+			}
 			return true
 		}
 		t.Reset(d)

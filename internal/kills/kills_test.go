@@ -12,14 +12,17 @@ import (
 	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
-// Wait records an armed kill once its tree is gone, and only then; a kill
-// whose signal never went out (nothing to kill) is not recorded.
+// Wait records an armed kill once its tree is gone, and only then, and
+// stops its grace's timer; a kill whose signal never went out (nothing to
+// kill) is not recorded.
 func TestWaitRecordsAKillOnceItsTreeIsGone(t *testing.T) {
 	var s Set
 	var gone atomic.Bool
 	recorded := make(chan string, 2)
 	k := s.Add("the kill of a", gone.Load, func() { recorded <- "a" })
 	k.Arm()
+	grace := time.AfterFunc(time.Hour, func() { t.Error("the grace's end ran") })
+	k.SetTimer(grace)
 	unarmed := s.Add("the kill of b", func() bool { return true }, func() { recorded <- "b" })
 	go func() {
 		time.Sleep(20 * time.Millisecond) // the tree ends while Wait polls
@@ -35,6 +38,7 @@ func TestWaitRecordsAKillOnceItsTreeIsGone(t *testing.T) {
 	assert.Equal(t, "a", testwait.For(t, recorded, "a's record"))
 	assert.Empty(t, recorded, "b is not recorded")
 	assert.False(t, k.Claim(), "claimed by Wait")
+	assert.False(t, grace.Stop(), "Wait stopped the grace's timer")
 	assert.Empty(t, s.Wait(context.Background()), "nothing left to wait for")
 }
 
