@@ -30,7 +30,9 @@ func killedCommand(t *testing.T, s *watchdog.Session, grace time.Duration, scrip
 	cmd.Stdout = wp
 	require.NoError(t, cmd.Start())
 	require.NoError(t, wp.Close())
-	go func() { _ = cmd.Wait() }() // reaps the leader; the test waits for the tree through the pipe
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }() // reaps the leader; the test waits for the tree through the pipe
+	t.Cleanup(func() { testwait.For(t, waited, "the command's Wait") })
 	br := bufio.NewReader(r)
 	line, err := br.ReadString('\n')
 	require.NoError(t, err)
