@@ -118,6 +118,21 @@ func (m *Monitor) closed() bool {
 	}
 }
 
+// releaseSyncs ends every Sync waiting: after an overflow of the kernel's
+// queue its sentinel may never come, and what it waited for is lost.
+func (m *Monitor) releaseSyncs() {
+	m.mu.Lock()
+	for path, seen := range m.syncs {
+		delete(m.syncs, path)
+		close(seen)
+	}
+	m.mu.Unlock()
+}
+
+// syncBound is how long Sync waits for its sentinel at most: the watcher
+// delivers it in microseconds unless something is wrong.
+const syncBound = 10 * time.Second
+
 // ErrClosed is what Sync returns once the Monitor is closed.
 var ErrClosed = errors.New("workspace monitor closed")
 
@@ -135,8 +150,9 @@ func NotInBubble() error {
 }
 
 // Sync waits until the Monitor has handled every change made before it
-// was called (each watch's changed has returned), until ctx ends; a nil
-// Monitor has none. It
+// was called (each watch's changed has returned), until ctx ends, and 10 s
+// at most; a nil Monitor has none. After an overflow of the kernel's queue
+// (changes dropped) it returns at once. It
 // writes a sentinel file in a directory of its own, watched by the same
 // watcher, and waits for the Monitor to read its event: the kernel queues
 // one watcher's events in order (inotify), so every earlier change was read
@@ -180,6 +196,8 @@ func (m *Monitor) Sync(ctx context.Context) error {
 		}
 		return fmt.Errorf("workspace monitor: sync: %w", err)
 	}
+	bound := time.NewTimer(syncBound)
+	defer bound.Stop()
 	select {
 	case <-seen:
 		return nil
@@ -187,6 +205,8 @@ func (m *Monitor) Sync(ctx context.Context) error {
 		return ErrClosed
 	case <-ctx.Done():
 		return context.Cause(ctx)
+	case <-bound.C:
+		return fmt.Errorf("workspace monitor: sync: the watcher delivered no sentinel change within %v", syncBound)
 	}
 }
 
@@ -204,6 +224,9 @@ func (m *Monitor) run() {
 				return
 			}
 			m.log.Warn("watchdog: workspace monitor", zap.Error(err))
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				m.releaseSyncs() // the kernel dropped events, a sentinel among them maybe
+			}
 		}
 	}
 }
