@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/ilist"
 	"github.com/sessionwatchdog/watchdog/internal/sched"
 )
 
@@ -56,15 +57,16 @@ type Session struct {
 // layers, the waiting watchdog and RunPhase. It is allocated on first use,
 // under w.mu, so a plain session stays small.
 type sessionRare struct {
-	evx     []chanState   // the policy's extra channels' evidence; set before the session is shared, then only its atomics change
-	fired   *VerdictError // why the window ended, in stateFired; guarded by w.mu
-	waits   childWaits    // guarded by w.mu
-	rules   decide.State  // the rules' memory; guarded by w.mu
-	acting  bool          // a decision waits for the action goroutine; guarded by w.mu
-	failed  int           // consecutive failures of the action; guarded by w.mu
-	bounded []*layer      // in-flight handlers with a deadline; guarded by w.mu
-	waiter  *waiter       // armed waiting watchdog; guarded by w.mu
-	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
+	evx     []chanState                  // the policy's extra channels' evidence; set before the session is shared, then only its atomics change
+	fired   *VerdictError                // why the window ended, in stateFired; guarded by w.mu
+	lost    error                        // why the window ended in stateClosed when another owner took it over (disown); guarded by w.mu
+	waits   childWaits                   // guarded by w.mu
+	rules   decide.State                 // the rules' memory; guarded by w.mu
+	acting  bool                         // a decision waits for the action goroutine; guarded by w.mu
+	failed  int                          // consecutive failures of the action; guarded by w.mu
+	calls   ilist.List[layer, callLinks] // in-flight handlers with a deadline, oldest first; guarded by w.mu
+	waiter  *waiter                      // armed waiting watchdog; guarded by w.mu
+	attempt *phaseAttempt                // running RunPhase attempt; guarded by w.mu
 
 	budgetFrom    time.Time                       // Policy.SupervisedOnly: the budget counts from here if later than the window's start; set before the session is shared
 	continued     bool                            // a resume continues the open window (see carry)
@@ -123,6 +125,9 @@ func (s *Session) endCauseLocked() error {
 	case stateStopped:
 		return ErrSessionStopped
 	case stateClosed:
+		if s.rare != nil && s.rare.lost != nil {
+			return s.rare.lost
+		}
 		return ErrClosed
 	case stateFired:
 		if s.rare != nil && s.rare.fired != nil {
@@ -285,9 +290,6 @@ func (s *Session) Window() int { return int(s.window) }
 // across resumes and restarts.
 func (s *Session) StartedAt() time.Time { return s.w.wallNow(s.sessionStartedAt) }
 
-// WindowStartedAt returns when the current window began.
-func (s *Session) WindowStartedAt() time.Time { return s.w.wallNow(s.windowStartedAt) }
-
 // budgetStart is when the window's wall-clock budget counts from: its
 // start, or later under Policy.SupervisedOnly (see carry). Lock-free: a
 // SupervisedOnly session's rare is allocated before it is shared (see
@@ -313,7 +315,9 @@ func (s *Session) Deadline() time.Time {
 //
 // Stop returns nil when it ended the window and on every later call after
 // that. If the window had already ended otherwise it returns that cause: the
-// *VerdictError when the watchdog fired first, ErrClosed after Close.
+// *VerdictError when the watchdog fired first, ErrClosed after Close, an
+// error wrapping ErrAlreadyWatched when another member of a fleet took the
+// window over (its Run reports StopOwnerLost).
 //
 // With a store that arbitrates (see Arbiter), Stop waits for the store's
 // answer, bounded by the context the session was started or resumed with
@@ -502,6 +506,8 @@ func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error
 		res.Elapsed = s.w.fromRecord(v.FiredAt).Sub(s.windowStartedAt)
 	case errors.Is(cause, ErrClosed):
 		res.StopReasonCode = StopWatchdogClosed
+	case errors.Is(cause, ErrAlreadyWatched): // another owner took the window over
+		res.StopReasonCode = StopOwnerLost
 	default:
 		res.StopReasonCode = StopCanceled
 	}

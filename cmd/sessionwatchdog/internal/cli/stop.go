@@ -29,7 +29,7 @@ Asks the owner of SESSION's open window, wherever it runs in the fleet, to
 stop it: the owner records a stop (reason stop_requested) that names who
 asked, the PostgreSQL role this command connected as (never a name given on
 the command line), and why; the session's context ends as with
-Session.StopBy, and "sessionwatchdog run" exits with 123. Two operators
+Session.StopBy, and "sessionwatchdog run" exits with 119. Two operators
 stopping one session record one stop: the second is told it had ended.
 When the owner is gone (its lease expired), the request waits for a fleet
 member that adopts the window (WithAdoption), which then stops it.

@@ -282,6 +282,9 @@ func describe(e watchdog.Event) Entry {
 		}
 	case watchdog.KindCallCompleted:
 		en.Label = "call done"
+		if e.Reason == "error" {
+			en.Label = "call failed"
+		}
 		s := fmt.Sprintf("%s %s ran %s of cap %s: %s", orDash(e.Layer), quoted(e.Handler), secs(e.MeasureSeconds), secs(e.LimitSeconds), orDash(e.Reason))
 		if e.Error != "" {
 			s += " (" + e.Error + ")"
@@ -348,6 +351,9 @@ func addCalls(parts *[]string, e watchdog.Event) {
 			s += ", no progress"
 		}
 		*parts = append(*parts, s+")")
+	}
+	if n := e.HandlersInFlight - len(e.CallsInFlight); n > 0 && len(e.CallsInFlight) > 0 {
+		*parts = append(*parts, fmt.Sprintf("and %d more call(s) in flight, not listed", n))
 	}
 }
 

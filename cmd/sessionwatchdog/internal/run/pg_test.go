@@ -40,9 +40,9 @@ func TestRecordToPostgreSQL(t *testing.T) {
 }
 
 // A stop requested from elsewhere ("sessionwatchdog stop", as the role the
-// DSN connects as) ends "run --dsn" with its own exit code, 123, after the
+// DSN connects as) ends "run --dsn" with its own exit code, 119, after the
 // command was stopped; the stop event names the role and why.
-func TestARemoteStopEndsRunWithExitCode123(t *testing.T) {
+func TestARemoteStopEndsRunWithExitCode119(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t)
