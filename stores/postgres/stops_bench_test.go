@@ -56,7 +56,9 @@ func TestMeasureRemoteStopLatency(t *testing.T) {
 		d    []time.Duration
 	}{{"request -> context cancelled in the owner", cancelled}, {"request -> answer read by WaitStop", answered}} {
 		slices.Sort(m.d)
-		p := func(q float64) time.Duration { return m.d[min(len(m.d)-1, int(q*float64(len(m.d))))].Round(10 * time.Microsecond) }
+		p := func(q float64) time.Duration {
+			return m.d[min(len(m.d)-1, int(q*float64(len(m.d))))].Round(10 * time.Microsecond)
+		}
 		fmt.Printf("%s: n=%d p50=%v p99=%v max=%v\n", m.what, len(m.d), p(0.50), p(0.99), m.d[len(m.d)-1].Round(10*time.Microsecond))
 	}
 }
