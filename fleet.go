@@ -63,10 +63,11 @@ type Leaser interface {
 // holds, from one goroutine at a time, and returns when ctx ends. stop ends
 // the window as Session.StopBy(by, why) does (reason StopRequested, the
 // same event and cause) and returns nil; it returns an error wrapping
-// ErrAlreadyDecided if the window ended before (nothing is recorded), one
-// wrapping ErrUnknownSession if this Watchdog does not run that window (it
-// may not be open here yet, or no longer: ask again later), and one
-// wrapping ErrInvalidArgument for a by or why StopBy refuses.
+// ErrUnknownSession if this Watchdog does not run that window (not open
+// here yet, ended, or another's: ask again later, or read how it ended),
+// one wrapping ErrAlreadyDecided if it ended while stop ran (nothing is
+// recorded), and one wrapping ErrInvalidArgument for a by or why StopBy
+// refuses.
 type StopSource interface {
 	ServeStops(ctx context.Context, owner string, stop func(sessionID string, window int, by, why string) error) error
 }
