@@ -221,6 +221,10 @@ SELECT `+stopColumns+`, r.owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM `+n.le
 
 // WaitStop waits until stop request id has its answer and returns it, or
 // returns the request as it last read it with ctx's error once ctx ends.
+// A request whose window has ended, unanswered for a second (answerGrace)
+// after (its owner may have closed first), is answered from the window's
+// terminal event, though its row stays pending: StopStopped if that is a
+// stop that names this request's requester and why, else StopEnded.
 // It listens for the owners' answers on a connection of pool's while it
 // waits, and reads the request again at least every 250 ms. The options
 // name the table (WithTable). Safe for concurrent use.
@@ -248,6 +252,7 @@ func WaitStop(ctx context.Context, pool *pgxpool.Pool, id int64, opts ...Option)
 	}
 	read := `SELECT ` + stopColumns + ` FROM ` + sn.table + ` WHERE id = $1`
 	var r StopRequest
+	var closedAt time.Time // when the window was first seen ended
 	for {
 		if err := scanStop(conn.QueryRow(ctx, read, id), &r); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -261,8 +266,26 @@ func WaitStop(ctx context.Context, pool *pgxpool.Pool, id int64, opts ...Option)
 		if r.Answered() {
 			return r, nil
 		}
+		// A window that ended meanwhile has its answer even if its owner
+		// closed before it wrote one: after a grace for the owner's own
+		// answer, it is read from the window's terminal event.
+		var kind, reason, by, why string
+		err := conn.QueryRow(ctx, `SELECT e.event_kind, coalesce(e.event->>'reason', ''), coalesce(e.event->>'by', ''), coalesce(e.event->>'why', '')
+FROM `+n.windows+` w JOIN `+n.table+` e ON e.aggregate_id = w.aggregate_id AND e.window_number = w.window_number AND e.terminal
+WHERE w.aggregate_id = $1 AND w.window_number = $2 AND NOT w.open`, r.SessionID, r.Window).Scan(&kind, &reason, &by, &why)
+		switch {
+		case err != nil:
+		case closedAt.IsZero():
+			closedAt = time.Now()
+		case time.Since(closedAt) >= answerGrace:
+			r.State, r.Detail = StopEnded, fmt.Sprintf("window %d had already ended: %s %s by %s (%s)", r.Window, kind, reason, by, why)
+			if reason == watchdog.StopRequested && by == r.RequestedBy && why == r.Why {
+				r.State, r.Detail = StopStopped, fmt.Sprintf("window %d stopped: its stop event names this requester and why (its owner wrote no answer)", r.Window)
+			}
+			return r, nil
+		}
 		wctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
-		_, err := conn.Conn().WaitForNotification(wctx) // the pgx.Conn's: it holds those that came during a query
+		_, err = conn.Conn().WaitForNotification(wctx) // the pgx.Conn's: it holds those that came during a query
 		cancel()
 		if ctx.Err() != nil {
 			return r, ctx.Err()
@@ -281,6 +304,10 @@ const stopPoll = time.Second
 // answerWithin bounds the write of an answer, which the end of ServeStops's
 // context does not cut short.
 const answerWithin = 5 * time.Second
+
+// answerGrace is how long WaitStop waits for the owner's answer to a
+// request whose window has ended before it reads the answer from the log.
+const answerGrace = time.Second
 
 // ServeStops implements watchdog.StopSource: until ctx ends or the Store
 // closes, it answers the pending stop requests of the windows owner holds,

@@ -28,11 +28,7 @@ func TestMeasureRemoteStopLatency(t *testing.T) {
 	if n <= 0 {
 		t.Skipf("set %s=N to measure N remote stops", envStopBench)
 	}
-	pool := testPool(t)
-	table := uniqueTable(t)
-	newStore(t, pool, WithTable(table))
-	owner := startChild(t, "owner", "fleetowner", table, "s", envFleetN+"="+strconv.Itoa(n), envLease+"=6s", envBudget+"=1h")
-	owner.expect("READY")
+	pool, table, _, owner := ownerProcess(t, n)
 	var cancelled, answered []time.Duration
 	for i := range n {
 		id := fmt.Sprint("s", i)

@@ -78,15 +78,25 @@ func lastEvent(t *testing.T, store *Store, id string) watchdog.Event {
 	return evs[len(evs)-1]
 }
 
-func TestARemoteStopEndsTheWindowInItsOwnerProcessAsStopByDoes(t *testing.T) {
+// ownerProcess starts an owner process ("fleetowner") of n sessions s0,
+// s1, ... (budget 1 h, lease 6 s unless env says otherwise) on a table of
+// its own, and waits for it to be ready.
+func ownerProcess(t *testing.T, n int, env ...string) (*pgxpool.Pool, string, *Store, *child) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
 	pool := testPool(t)
 	table := uniqueTable(t)
 	store := newStore(t, pool, WithTable(table))
-	owner := startChild(t, "owner", "fleetowner", table, "s", envFleetN+"=1", envLease+"=6s", envBudget+"=1h")
+	env = append([]string{envFleetN + "=" + fmt.Sprint(n), envLease + "=6s", envBudget + "=1h"}, env...)
+	owner := startChild(t, "owner", "fleetowner", table, "s", env...)
 	owner.expect("READY")
+	return pool, table, store, owner
+}
+
+func TestARemoteStopEndsTheWindowInItsOwnerProcessAsStopByDoes(t *testing.T) {
+	pool, table, store, owner := ownerProcess(t, 1)
 	follower := startChild(t, "follower", "worker", table, "s0")
 	follower.expect("READY")
 	me := sessionUser(t, pool)
@@ -138,15 +148,8 @@ func TestStoppingASessionNoMemberOpenedSaysSo(t *testing.T) {
 }
 
 func TestTwoOperatorsStoppingOneSessionRecordOneStop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts child processes")
-	}
-	pool := testPool(t)
-	table := uniqueTable(t)
-	store := newStore(t, pool, WithTable(table))
+	pool, table, store, owner := ownerProcess(t, 1)
 	ops := []*pgxpool.Pool{rolePool(t, pool, "op1_"+table, table), rolePool(t, pool, "op2_"+table, table)}
-	owner := startChild(t, "owner", "fleetowner", table, "s", envFleetN+"=1", envLease+"=6s", envBudget+"=1h")
-	owner.expect("READY")
 
 	answers := make([]StopRequest, 2)
 	var wg sync.WaitGroup
@@ -168,14 +171,7 @@ func TestTwoOperatorsStoppingOneSessionRecordOneStop(t *testing.T) {
 }
 
 func TestAStopOfASessionWhoseOwnerIsGoneIsAnsweredByTheMemberThatAdoptsIt(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts child processes")
-	}
-	pool := testPool(t)
-	table := uniqueTable(t)
-	store := newStore(t, pool, WithTable(table))
-	owner := startChild(t, "owner", "fleetowner", table, "s", envFleetN+"=1", envLease+"=1s", envBudget+"=1h", envContinue+"=1")
-	owner.expect("READY")
+	pool, table, store, owner := ownerProcess(t, 1, envLease+"=1s", envContinue+"=1")
 	owner.kill()
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
