@@ -204,7 +204,8 @@ RETURNING event_id`
 // resumed), a leases table (each owner's expiry and last heartbeat on the
 // database's clock), a BEFORE INSERT trigger that refuses an event of a
 // window another owner holds (SQLSTATE WD001) and an AFTER INSERT trigger
-// that keeps the windows table.
+// that keeps the windows table; and the stops table of remote stop requests
+// with its trigger (see RequestStop and ServeStops; docs/operators.md).
 //
 // On a table an earlier version created, Migrate adds the opens column and
 // marks the first event of each window as its opening when it is a start
