@@ -68,11 +68,18 @@ type Orphan struct {
 }
 
 // Checkpoint is a window's evidence, per channel, as its owner saw it at a
-// heartbeat (see Leaser).
+// heartbeat (see Leaser), with, for a live list of the open windows, the
+// calls in flight then (how many, and the oldest one's name) and the
+// earliest instant a rule stops the window, with that rule (zero and empty
+// when not known).
 type Checkpoint struct {
-	SessionID string
-	Window    int
-	Evidence  []EvidenceEntry
+	SessionID     string
+	Window        int
+	Evidence      []EvidenceEntry
+	CallsInFlight int
+	OldestCall    string
+	StopAt        time.Time
+	StopRule      string
 }
 
 // maxCheckpoints bounds the checkpoints one heartbeat carries.
