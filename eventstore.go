@@ -211,8 +211,8 @@ type Event struct {
 	// and a resume event after the previous window ended. A store that
 	// arbitrates openings (see Arbiter) keeps one such event per window.
 	OpensWindow bool `json:"opens_window,omitempty"`
-	// Owner is the Watchdog that recorded the event: a random id per New
-	// (see Leaser). Empty in logs of earlier versions.
+	// Owner is the Watchdog that recorded the event: its host, process id
+	// and a random suffix per New, or its WithEventIDPrefix (see Leaser). Empty in logs of earlier versions.
 	Owner string `json:"owner,omitempty"`
 	// AdoptedFrom and OwnerLastSeen are set on the resume event of a
 	// window adopted from a lost owner: that owner, and its last heartbeat

@@ -18,14 +18,14 @@ import (
 
 // Leaser is an optional interface of an EventStore that a fleet of
 // Watchdogs shares (the PostgreSQL store is one). Each Watchdog is an owner,
-// named by a random id per New (Event.Owner on every event it records), and
-// owns the windows it opens or resumes. Ownership is a lease: the Watchdog
-// renews it with Heartbeat every third of its time to live (WithLease,
-// default DefaultLeaseTTL), one call per Watchdog whatever the number of
-// sessions, and the store judges expiry on its own clock. A Watchdog made
-// WithAdoption calls Adopt about every sixth of the time to live and takes
-// over the windows Adopt hands it (see Policy.ContinueWhenOwnerLost). Close
-// calls Release, so a deploy does not wait out the lease.
+// named by an id per New (Event.Owner on every event it records), and owns
+// the windows it opens or resumes. Ownership is a lease: the Watchdog renews
+// it with Heartbeat every third of its time to live (WithLease, default
+// DefaultLeaseTTL), one call per Watchdog whatever the number of sessions,
+// and the store judges expiry on its own clock. A Watchdog made WithAdoption
+// calls Adopt about every sixth of the time to live and takes over the
+// windows Adopt hands it (see Policy.ContinueWhenOwnerLost). Close calls
+// Release, so a deploy does not wait out the lease.
 //
 // The store fences writes: an event of a window another owner holds (it
 // adopted the window, or resumed it after this owner's lease expired) is

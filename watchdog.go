@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,10 +113,10 @@ func New(opts ...Option) *Watchdog {
 			zap.String("prefix", quoteShort(c.idPrefix)))
 		c.idPrefix = ""
 	}
-	if c.idPrefix == "" {
-		var b [6]byte
+	if c.idPrefix == "" { // readable in a live list: host-pid-random
+		var b [4]byte
 		_, _ = rand.Read(b[:])
-		c.idPrefix = hex.EncodeToString(b[:]) + "-"
+		c.idPrefix = hostPID() + hex.EncodeToString(b[:]) + "-"
 	}
 	w := &Watchdog{
 		clock:   c.clock,
@@ -201,6 +203,20 @@ func New(opts ...Option) *Watchdog {
 		}
 	}
 	return w
+}
+
+// hostPID is "host-pid-" of the process, the host name cut to its first
+// label and 32 bytes of [A-Za-z0-9_], or "pid-" when it has no such name.
+func hostPID() string {
+	h, _ := os.Hostname()
+	h, _, _ = strings.Cut(h, ".")
+	h = strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' {
+			return r
+		}
+		return -1
+	}, h)
+	return strings.TrimPrefix(h[:min(len(h), 32)]+"-", "-") + strconv.Itoa(os.Getpid()) + "-"
 }
 
 // realClockType is the type of benbjohnson/clock's real clock (clock.New).

@@ -59,6 +59,8 @@ Commands:
   whatif    re-run the log under a candidate policy: the decisions that
             change, the windows stopped earlier, later or never, the likely
             false stops, and what the log cannot decide
+  top       list the session windows open now, refreshed: owner, budget, earliest
+            stop and its rule, freshest evidence, calls in flight, last verdict
   version   print the command's version and the library's it was built with
   help      show help for a command: sessionwatchdog help inspect
 
@@ -81,6 +83,7 @@ Examples:
   sessionwatchdog inspect --dsn "host=/run/postgresql dbname=app" --table watchdog_events
   sessionwatchdog verify events.jsonl || echo "the log does not check out"
   sessionwatchdog whatif --policy candidate.json --checkpoints 5s events.jsonl
+  sessionwatchdog top --dsn "host=/run/postgresql dbname=app"
 `
 
 const verifyUsage = `Usage: sessionwatchdog verify [flags] FILE.jsonl
@@ -238,6 +241,8 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runVerify(rest, stdin, stdout, stderr)
 	case "whatif":
 		return runWhatIf(rest, stdin, stdout, stderr)
+	case "top":
+		return runTop(rest, stdin, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, version())
 		return ExitOK
@@ -247,6 +252,9 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		if len(rest) > 0 && rest[0] == "verify" {
 			return runVerify([]string{"--help"}, stdin, stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "top" {
+			return runTop([]string{"--help"}, stdin, stdout, stderr)
 		}
 		if len(rest) > 0 && rest[0] == "whatif" {
 			return runWhatIf([]string{"--help"}, stdin, stdout, stderr)
