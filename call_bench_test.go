@@ -34,14 +34,14 @@ func BenchmarkCall(b *testing.B) {
 		l := watchdog.CallLimits{Cap: time.Minute, Idle: 10 * time.Second}
 		b.ReportAllocs()
 		for range b.N {
-			_ = watchdog.CallWith(ctx, "tool", l, fn)
+			_ = callWith(ctx, "tool", l, fn)
 		}
 	})
 }
 
 func BenchmarkProgress(b *testing.B) {
 	run := func(b *testing.B, ctx context.Context) {
-		_ = watchdog.CallWith(ctx, "tool", watchdog.CallLimits{Cap: time.Hour, Idle: time.Minute}, func(ctx context.Context) error {
+		_ = callWith(ctx, "tool", watchdog.CallLimits{Cap: time.Hour, Idle: time.Minute}, func(ctx context.Context) error {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {

@@ -62,7 +62,7 @@ type sessionRare struct {
 	rules   decide.State  // the rules' memory; guarded by w.mu
 	acting  bool          // a decision waits for the action goroutine; guarded by w.mu
 	failed  int           // consecutive failures of the action; guarded by w.mu
-	bounded []*layer      // in-flight handlers with a deadline; guarded by w.mu
+	calls   callList      // in-flight handlers with a deadline, oldest first; guarded by w.mu
 	waiter  *waiter       // armed waiting watchdog; guarded by w.mu
 	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
 

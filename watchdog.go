@@ -432,7 +432,7 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		w.mu.Unlock()
 		for _, l := range layers { // release callers waiting on handlers
 			l.cancel(ErrClosed)
-			close(l.abandon)
+			l.giveUp()
 		}
 
 		close(w.done)

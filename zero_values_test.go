@@ -93,8 +93,36 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 			invalid(t, watchdog.RecordCheckpoint(nilCtx, nil, watchdog.Checkpoint{}))
 			invalid(t, watchdog.RecordCheckpoint(context.Background(), watchdog.NewMemoryStore(), watchdog.Checkpoint{}))
 		},
-		"CallWith": func(t *testing.T) {
-			invalid(t, watchdog.CallWith(nilCtx, "", watchdog.CallLimits{}, nil))
+		"Begin": func(t *testing.T) {
+			h, err := watchdog.Begin(nilCtx, "", watchdog.CallLimits{})
+			invalid(t, err)
+			assert.Nil(t, h)
+			_, err = watchdog.Begin(context.Background(), "x", watchdog.CallLimits{})
+			invalid(t, err)
+		},
+		"CallHandle.Context": func(t *testing.T) {
+			for _, h := range []*watchdog.CallHandle{nil, {}} {
+				invalid(t, context.Cause(h.Context()))
+			}
+		},
+		"CallHandle.Progress": func(t *testing.T) {
+			for _, h := range []*watchdog.CallHandle{nil, {}} {
+				assert.False(t, h.Progress(0))
+				assert.False(t, h.Progress(1))
+			}
+		},
+		"CallHandle.End": func(t *testing.T) {
+			for _, h := range []*watchdog.CallHandle{nil, {}} {
+				invalid(t, h.End(nil))
+			}
+		},
+		"CallHandle.Run": func(t *testing.T) {
+			for _, h := range []*watchdog.CallHandle{nil, {}} {
+				invalid(t, h.Run(nil))
+			}
+			h, err := watchdog.Begin(context.Background(), "x", watchdog.CallLimits{Cap: time.Minute})
+			require.NoError(t, err)
+			invalid(t, h.Run(nil))
 		},
 		"Progress":    func(t *testing.T) { assert.False(t, watchdog.Progress(nilCtx, 0)) },
 		"FromContext": func(t *testing.T) { assert.Nil(t, watchdog.FromContext(nilCtx)) },
