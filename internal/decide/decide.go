@@ -493,3 +493,47 @@ func (c Call) Hit(now time.Time) (CallLimit, time.Time) {
 	}
 	return CallWithin, next
 }
+
+// EarliestStop returns the earliest instant, at or after now, at which
+// Decide acts on s under l if nothing more happens: no evidence on any
+// channel, no call begins, the calls in flight run until they are over
+// (s.BoundedUntil must be when the last of them is: its cap plus grace),
+// an open child wait stays open, a waiting state goes on. It returns the
+// rule that acts then; ok is false when no rule would (every rule that
+// could is in shadow mode). A rule in shadow mode never stops a session,
+// so it is left out.
+func EarliestStop(l Limits, s Snapshot, now time.Time) (at time.Time, rule Rule, ok bool) {
+	if l.Shadow.Has(RuleSessionCeiling) {
+		l.SessionCeiling = 0
+	}
+	if l.Shadow.Has(RuleChildrenWait) {
+		l.ChildWaitCeiling = 0
+	}
+	if l.Shadow.Has(RuleIdle) {
+		l.IdleWindow = 0
+	}
+	if l.Shadow.Has(RuleWallClock) {
+		s.State.Advised = s.State.Advised.With(RuleWallClock) // always on: mark it advised instead
+	}
+	// Each step moves to the verdict's Next, which only a rule's own
+	// instant, a settle check, an evidence's expiry or the calls' end can
+	// be: a few steps per settle check.
+	for range 1 << 16 {
+		if s.BoundedWork > 0 && !now.Before(s.BoundedUntil) {
+			s.BoundedWork = 0 // the last call is over: the session is looked at then
+		}
+		v := Decide(l, s, now)
+		if v.Action == Act {
+			return now, v.Rule, true
+		}
+		next := v.Next
+		if s.BoundedWork > 0 && (next.IsZero() || next.After(s.BoundedUntil)) {
+			next = s.BoundedUntil
+		}
+		if next.IsZero() || !next.After(now) {
+			return time.Time{}, 0, false
+		}
+		s.State, now = v.State, next
+	}
+	return time.Time{}, 0, false
+}
