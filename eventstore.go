@@ -188,14 +188,18 @@ type Event struct {
 	// for) and the waiting state (which suspends the idle rule).
 	HandlersInFlight int  `json:"handlers_in_flight,omitempty"`
 	Waiting          bool `json:"waiting,omitempty"`
-	// CallsInFlight lists, on verdict and decision events, the handlers
-	// (Call, CallWith, Within with LayerHandler) of the session that were
-	// running, oldest first: which tool calls a verdict waited for or
-	// killed. On a deadline record (KindHandlerDeadline) it holds the
+	// CallsInFlight lists, on verdict, decision and evidence checkpoint
+	// events, the handlers (Begin, Call, Within with LayerHandler) of the
+	// session that were running, oldest first (HandlersInFlight counts
+	// them): which tool calls a verdict waited for or killed. On a deadline record (KindHandlerDeadline) it holds the
 	// call (or Within layer) that died, alone, with its start and all its
 	// limits, from which Replay re-derives which limit fired; deadline
 	// records of earlier versions have none.
 	CallsInFlight []CallInFlight `json:"calls_in_flight,omitempty"`
+	// StopAt and StopRule are, on an evidence checkpoint, the window's
+	// earliest stop and its rule then (Snapshot's); zero and "" if none.
+	StopAt   time.Time `json:"stop_at,omitzero"`
+	StopRule string    `json:"stop_rule,omitempty"`
 	// ObservedSince is a decision input on verdict events: the instant
 	// from which the idle rule counts (evidence before it does not count).
 	ObservedSince time.Time `json:"observed_since,omitzero"`

@@ -12,8 +12,6 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"go.uber.org/zap"
-
-	"github.com/sessionwatchdog/watchdog/internal/decide"
 )
 
 // Leaser is an optional interface of an EventStore that a fleet of
@@ -85,12 +83,12 @@ type Checkpoint struct {
 // maxCheckpoints bounds the checkpoints one heartbeat carries.
 const maxCheckpoints = 4096
 
-// checkpoints returns the evidence of the windows whose evidence changed
-// since their last checkpoint (by the sum of their channels' counters),
-// and that sum for each, to keep once the heartbeat succeeds; instants are
-// the timeline's plus off. Evidence is read lock-free; only the list of
-// sessions is taken under the lock.
-func (w *Watchdog) checkpoints(off time.Duration) (cps []Checkpoint, ss []*Session, sums []uint64) {
+// checkpoints returns, from each running window's Snapshot, the
+// checkpoints of those whose evidence, calls in flight or earliest stop
+// changed since their last one (by a key of the three), with that key
+// for each, to keep once the heartbeat succeeds; instants are the
+// timeline's plus off. Each Snapshot takes the lock a moment, one at a time.
+func (w *Watchdog) checkpoints(off time.Duration) (cps []Checkpoint, sns []Snapshot, ss []*Session, keys []uint64) {
 	w.mu.Lock()
 	all := w.sessions.All()
 	w.mu.Unlock()
@@ -106,25 +104,28 @@ func (w *Watchdog) checkpoints(off time.Duration) (cps []Checkpoint, ss []*Sessi
 		if s.state.Load() != stateRunning {
 			continue
 		}
-		n := s.numChannels()
-		var sum uint64
-		for i := range n {
-			sum += s.chanAt(Channel(i)).count.Load()
+		sn := s.Snapshot()
+		var key uint64 // 0 until evidence or a call: the opening says it all
+		for _, en := range sn.Evidence {
+			key += en.Counter
 		}
-		if sum == s.ckpt.Load() {
+		if key > 0 || sn.CallsInFlight > 0 {
+			key += uint64(sn.CallsInFlight)<<40 ^ uint64(toNanos(sn.StopAt))
+		}
+		if key == s.ckpt.Load() || !sn.Running {
 			continue
 		}
-		ev := make([]EvidenceEntry, n)
-		for i := range n {
-			c := s.chanAt(Channel(i))
-			ev[i] = EvidenceEntry{Channel: s.channelName(i), Counter: c.count.Load()}
-			if l := c.last.Load(); l != decide.Never {
-				t := time.Unix(0, l).Add(off).UTC()
-				ev[i].LastAt = &t
+		d := off - time.Duration(w.offset.Load()) // Snapshot's wall instants to the timeline, plus off
+		for _, t := range sn.times() {
+			if !t.IsZero() {
+				*t = t.Add(d).UTC()
 			}
 		}
-		cps = append(cps, Checkpoint{SessionID: s.id, Window: int(s.window), Evidence: ev})
-		ss, sums = append(ss, s), append(sums, sum)
+		cp := Checkpoint{SessionID: s.id, Window: int(s.window), Evidence: sn.Evidence, CallsInFlight: sn.CallsInFlight, StopAt: sn.StopAt, StopRule: sn.StopRule}
+		if len(sn.Calls) > 0 {
+			cp.OldestCall = sn.Calls[0].Name
+		}
+		cps, sns, ss, keys = append(cps, cp), append(sns, sn), append(ss, s), append(keys, key)
 	}
 	return
 }
@@ -272,7 +273,7 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 		default:
 		}
 	}()
-	cps, ss, sums := w.checkpoints(w.recOffset()) // recorded instants
+	cps, _, ss, sums := w.checkpoints(w.recOffset()) // recorded instants
 	if err := w.faults.call("Leaser.Heartbeat", func() error { return f.store.Heartbeat(ctx, w.owner, f.ttl, cps) }); err != nil {
 		w.leaseFailures.Add(1)
 		w.log.Warn("watchdog: lease heartbeat failed; other fleet members adopt this Watchdog's windows once its lease expires",

@@ -100,3 +100,18 @@ func (s *Session) Snapshot() Snapshot {
 	}
 	return out
 }
+
+// times are sn's instants that a checkpoint records: its evidence's, its
+// calls', its earliest stop.
+func (sn *Snapshot) times() []*time.Time {
+	ts := []*time.Time{&sn.StopAt}
+	for i := range sn.Evidence {
+		if sn.Evidence[i].LastAt != nil {
+			ts = append(ts, sn.Evidence[i].LastAt)
+		}
+	}
+	for i := range sn.Calls {
+		ts = append(ts, &sn.Calls[i].StartedAt, &sn.Calls[i].ProgressAt)
+	}
+	return ts
+}

@@ -41,12 +41,12 @@ type Row struct {
 	WindowStartedAt time.Time `json:"window_started_at"`
 	ElapsedSeconds  float64   `json:"elapsed_seconds"`
 	BudgetSeconds   float64   `json:"budget_seconds"`
-	// StopAt is the earliest instant a rule stops the window unless
-	// evidence or a call defers it, and StopRule that rule ("wall_clock",
-	// "session_ceiling", "idle", ...). From the owner's latest checkpoint
-	// when it carries one, else the window's absolute deadline (the wall
-	// clock from its start, or the session ceiling, as its recorded policy
-	// says). Zero if neither is known.
+	// StopAt is the earliest instant a rule stops the window if nothing
+	// more happens (watchdog.Snapshot's), and StopRule that rule
+	// ("wall_clock", "session_ceiling", "children_wait", "idle"): from
+	// the owner's latest checkpoint when it carries one, else the window's
+	// absolute deadline (the wall clock from its start, or the session
+	// ceiling, as its recorded policy says). Zero if neither is known.
 	StopAt   time.Time `json:"stop_at,omitzero"`
 	StopRule string    `json:"stop_rule,omitempty"`
 	// Freshest is the channel with the latest evidence, FreshestAt that
@@ -179,10 +179,11 @@ func FromEvents(events []watchdog.Event, at time.Time, leases map[string]Lease, 
 				verdict = "HARD_STOP"
 			}
 			w.r.LastVerdict = &Verdict{At: e.OccurredAt, Verdict: verdict, Rule: e.Rule, Reason: e.Reason, ActiveChannel: e.ActiveChannel}
-			w.r.CallsInFlight, w.r.OldestCall = len(e.CallsInFlight), oldest(e.CallsInFlight)
+			w.r.CallsInFlight, w.r.OldestCall = max(e.HandlersInFlight, len(e.CallsInFlight)), oldest(e.CallsInFlight)
 		case watchdog.KindCheckpoint:
 			if len(e.EvidenceSummary) > 0 { // not SaveProgress's
-				w.r.CallsInFlight, w.r.OldestCall = len(e.CallsInFlight), oldest(e.CallsInFlight)
+				w.r.CallsInFlight, w.r.OldestCall = max(e.HandlersInFlight, len(e.CallsInFlight)), oldest(e.CallsInFlight)
+				w.r.StopAt, w.r.StopRule = e.StopAt, e.StopRule
 			}
 		}
 		if len(e.EvidenceSummary) > 0 {

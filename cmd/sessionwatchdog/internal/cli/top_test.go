@@ -37,7 +37,7 @@ const (
 	envTopRole     = "SESSIONWATCHDOG_TOP_TEST_ROLE" // "cmd": sessionwatchdog; "owner": a fleet member
 	envTopDSN      = "SESSIONWATCHDOG_TOP_TEST_DSN"
 	envTopTable    = "SESSIONWATCHDOG_TOP_TEST_TABLE"
-	envTopSessions = "SESSIONWATCHDOG_TOP_TEST_SESSIONS" // id=wallclock,... started by an owner
+	envTopSessions = "SESSIONWATCHDOG_TOP_TEST_SESSIONS" // id=wallclock[/idle],... started by an owner
 	envTopCall     = "SESSIONWATCHDOG_TOP_TEST_CALL"     // session=name: an owner begins this call and keeps it in flight
 	envTopLease    = "SESSIONWATCHDOG_TOP_TEST_LEASE"
 )
@@ -78,12 +78,18 @@ func runOwner() error {
 	var first *watchdog.Session
 	byID := map[string]*watchdog.Session{}
 	for _, spec := range strings.Split(os.Getenv(envTopSessions), ",") {
-		id, budget, _ := strings.Cut(spec, "=")
-		d, err := time.ParseDuration(budget)
-		if err != nil {
+		id, budgets, _ := strings.Cut(spec, "=") // id=wallclock[/idle]
+		wall, idle, _ := strings.Cut(budgets, "/")
+		p := watchdog.Policy{}
+		if p.WallClock, err = time.ParseDuration(wall); err != nil {
 			return err
 		}
-		s, err := w.Start(ctx, id, time.Now(), watchdog.Policy{WallClock: d})
+		if idle != "" {
+			if p.IdleWindow, err = time.ParseDuration(idle); err != nil {
+				return err
+			}
+		}
+		s, err := w.Start(ctx, id, time.Now(), p)
 		if err != nil {
 			return err
 		}
@@ -328,6 +334,41 @@ func TestAHeartbeatThatKeepsCheckpointsNotifiesTheLiveChannel(t *testing.T) {
 	if len(l.Rows) != 1 || l.Rows[0].Freshest != "stdout" || l.Rows[0].FactsAt.Before(l.Rows[0].WindowStartedAt) {
 		t.Fatalf("after the notification, the list is %+v", l.Rows)
 	}
+}
+
+// An owner's checkpoint carries its window's calls in flight and its
+// earliest stop: top shows the call that runs, and the idle rule's stop,
+// which the call defers past its cap, before the wall clock's.
+func TestTopShowsAnOwnersCallsInFlightAndItsEarliestStop(t *testing.T) {
+	pool := pgtest.Pool(t)
+	dsn, table := pgtest.DSN(t), pgtest.Table(t)
+	if _, err := postgres.New(context.Background(), pool, postgres.WithTable(table)); err != nil {
+		t.Fatal(err)
+	}
+	conn := listen(t, dsn, table)
+	o := startOwner(t, dsn, table, "delta=1h/5m,epsilon=1h/5m", envTopLease+"=600ms", envTopCall+"=delta=Bash")
+	awaitCheckpoints(t, conn, pool, table, 2, o.id)
+	code, out, errs := topProcess(t, "top", "--json", "--count", "1", "--dsn", dsn, "--table", table)
+	if code != ExitOK || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	rows := topJSON(t, out)[0].Rows
+	if len(rows) != 2 || rows[0].Session != "epsilon" || rows[1].Session != "delta" {
+		t.Fatalf("want epsilon (idle in 5m) before delta (its call defers idle past 30m), got %+v", rows)
+	}
+	eps, del := rows[0], rows[1]
+	if eps.CallsInFlight != 0 || eps.StopRule != "idle" || eps.StopAt.After(eps.WindowStartedAt.Add(time.Hour)) {
+		t.Errorf("epsilon: %d calls, stop %v by %q", eps.CallsInFlight, eps.StopAt, eps.StopRule)
+	}
+	if del.CallsInFlight != 1 || del.OldestCall != "Bash" || del.StopRule != "idle" ||
+		!del.StopAt.After(del.WindowStartedAt.Add(30*time.Minute)) || !del.StopAt.Before(del.WindowStartedAt.Add(time.Hour)) {
+		t.Errorf("delta: %d calls (oldest %q), stop %v by %q (window started %v)", del.CallsInFlight, del.OldestCall, del.StopAt, del.StopRule, del.WindowStartedAt)
+	}
+	_, text, _ := topProcess(t, "top", "--count", "1", "--dsn", dsn, "--table", table)
+	if !strings.Contains(text, "1 (Bash)") {
+		t.Errorf("the table does not show delta's call:\n%s", text)
+	}
+	t.Logf("top --dsn:\n%s", text)
 }
 
 // "sessionwatchdog run" writes a file log while its command runs; top, a
