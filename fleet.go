@@ -67,17 +67,18 @@ type Orphan struct {
 
 // Checkpoint is a window's evidence, per channel, as its owner saw it at a
 // heartbeat (see Leaser), with, for a live list of the open windows, the
-// calls in flight then (how many, and the oldest one's name) and the
-// earliest instant a rule stops the window, with that rule (zero and empty
-// when not known).
+// window's start and wall-clock deadline, the calls in flight then (how
+// many, and the oldest one's name) and the earliest instant a rule stops
+// the window, with that rule (zero and empty when not known).
 type Checkpoint struct {
-	SessionID     string
-	Window        int
-	Evidence      []EvidenceEntry
-	CallsInFlight int
-	OldestCall    string
-	StopAt        time.Time
-	StopRule      string
+	SessionID                 string
+	Window                    int
+	Evidence                  []EvidenceEntry
+	WindowStartedAt, Deadline time.Time
+	CallsInFlight             int
+	OldestCall                string
+	StopAt                    time.Time
+	StopRule                  string
 }
 
 // maxCheckpoints bounds the checkpoints one heartbeat carries.
@@ -121,7 +122,8 @@ func (w *Watchdog) checkpoints(off time.Duration) (cps []Checkpoint, sns []Snaps
 				*t = t.Add(d).UTC()
 			}
 		}
-		cp := Checkpoint{SessionID: s.id, Window: int(s.window), Evidence: sn.Evidence, CallsInFlight: sn.CallsInFlight, StopAt: sn.StopAt, StopRule: sn.StopRule}
+		cp := Checkpoint{SessionID: s.id, Window: int(s.window), Evidence: sn.Evidence, WindowStartedAt: sn.WindowStartedAt, Deadline: sn.Deadline,
+			CallsInFlight: sn.CallsInFlight, StopAt: sn.StopAt, StopRule: sn.StopRule}
 		if len(sn.Calls) > 0 {
 			cp.OldestCall = sn.Calls[0].Name
 		}

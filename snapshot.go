@@ -102,9 +102,9 @@ func (s *Session) Snapshot() Snapshot {
 }
 
 // times are sn's instants that a checkpoint records: its evidence's, its
-// calls', its earliest stop.
+// calls', its window's start and deadline, its earliest stop.
 func (sn *Snapshot) times() []*time.Time {
-	ts := []*time.Time{&sn.StopAt}
+	ts := []*time.Time{&sn.StopAt, &sn.WindowStartedAt, &sn.Deadline}
 	for i := range sn.Evidence {
 		if sn.Evidence[i].LastAt != nil {
 			ts = append(ts, sn.Evidence[i].LastAt)

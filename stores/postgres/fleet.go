@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/live"
 )
 
 // The fleet's schema, beside the events table (see Migrate): who owns each
@@ -143,7 +144,9 @@ func (s *Store) Heartbeat(ctx context.Context, owner string, ttl time.Duration, 
 		if err != nil {
 			return fmt.Errorf("%w: postgres store: checkpoint of %q: %v", watchdog.ErrInvalidArgument, c.SessionID, err)
 		}
-		lv, _ := json.Marshal(liveJSON{CallsInFlight: c.CallsInFlight, OldestCall: c.OldestCall, StopAt: c.StopAt.UTC(), StopRule: c.StopRule})
+		fresh, freshAt := live.Freshest(c.Evidence)
+		lv, _ := json.Marshal(liveJSON{WindowStartedAt: c.WindowStartedAt.UTC(), Deadline: c.Deadline.UTC(), Freshest: fresh, FreshestAt: freshAt.UTC(),
+			CallsInFlight: c.CallsInFlight, OldestCall: c.OldestCall, StopAt: c.StopAt.UTC(), StopRule: c.StopRule})
 		cps[windowKey{c.SessionID, int32(c.Window)}] = ckptRow{string(raw), string(lv)}
 	}
 	s.deferMu.Lock()

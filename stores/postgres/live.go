@@ -15,21 +15,30 @@ import (
 // liveSchema is what the live list (ReadLive) needs beside the fleet's
 // schema: on each window's row, the instant of its owner's last checkpoint
 // on the database's clock, and what that checkpoint said besides the
-// evidence (calls in flight, the earliest stop). Separate statements, run
-// after fleetSchema's.
+// evidence (the window's start and deadline, the freshest channel, calls
+// in flight, the earliest stop); and an index of the verdicts. Separate
+// statements, run after fleetSchema's.
 func liveSchema(n *names) []string {
 	return []string{
 		`ALTER TABLE ` + n.windows + ` ADD COLUMN IF NOT EXISTS checkpoint_at timestamptz`,
 		`ALTER TABLE ` + n.windows + ` ADD COLUMN IF NOT EXISTS live json`,
+		// Each open window's latest verdict, in one probe however many
+		// events the window has; kept on verdicts and decisions only.
+		`CREATE INDEX IF NOT EXISTS ` + pgx.Identifier{n.base + "_verdicts"}.Sanitize() + ` ON ` + n.table +
+			` (aggregate_id, window_number, seq) WHERE event_kind IN ('` + watchdog.KindVerdict + `', '` + watchdog.KindDecision + `')`,
 	}
 }
 
 // liveJSON is the live column: a checkpoint's facts besides its evidence.
 type liveJSON struct {
-	CallsInFlight int       `json:"calls_in_flight,omitempty"`
-	OldestCall    string    `json:"oldest_call,omitempty"`
-	StopAt        time.Time `json:"stop_at,omitzero"`
-	StopRule      string    `json:"stop_rule,omitempty"`
+	WindowStartedAt time.Time `json:"window_started_at,omitzero"`
+	Deadline        time.Time `json:"deadline,omitzero"`
+	Freshest        string    `json:"freshest,omitempty"`
+	FreshestAt      time.Time `json:"freshest_at,omitzero"`
+	CallsInFlight   int       `json:"calls_in_flight,omitempty"`
+	OldestCall      string    `json:"oldest_call,omitempty"`
+	StopAt          time.Time `json:"stop_at,omitzero"`
+	StopRule        string    `json:"stop_rule,omitempty"`
 }
 
 // LiveChannel returns the LISTEN/NOTIFY channel on which a Store's
@@ -50,7 +59,7 @@ func LiveChannel(table string) string {
 // Querier is what ReadLive reads through: a *pgxpool.Pool, a *pgx.Conn or
 // a pgx.Tx (a read-only transaction will do).
 type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // ReadLive returns the session windows open now in the fleet that records
@@ -88,19 +97,19 @@ func ReadLive(ctx context.Context, q Querier, table string, f live.Filter) (live
 	if len(f.Sessions) > 0 {
 		sessions = f.Sessions
 	}
-	rows, err := q.Query(ctx, `SELECT now(), w.aggregate_id, w.window_number, w.owner, w.evidence, w.live, w.checkpoint_at,
-	l.expires_at, l.last_seen, o.event, v.event
-FROM `+n.windows+` w
-LEFT JOIN `+n.leases+` l ON l.owner = w.owner
-LEFT JOIN LATERAL (SELECT e.event FROM `+n.table+` e
-	WHERE e.aggregate_id = w.aggregate_id AND e.window_number = w.window_number
-		AND e.event_kind IN ('`+watchdog.KindStart+`', '`+watchdog.KindResume+`')
-	ORDER BY e.seq DESC LIMIT 1) o ON true
-LEFT JOIN LATERAL (SELECT e.event FROM `+n.table+` e
-	WHERE e.aggregate_id = w.aggregate_id AND e.window_number = w.window_number
-		AND e.event_kind IN ('`+watchdog.KindVerdict+`', '`+watchdog.KindDecision+`')
-	ORDER BY e.seq DESC LIMIT 1) v ON true
-WHERE w.open AND ($1::text IS NULL OR w.owner = $1) AND ($2::text[] IS NULL OR w.aggregate_id = ANY($2))`, owner, sessions)
+	// In a transaction (a savepoint in q's) of its own, with JIT off: the
+	// statement's cost, a loop over the open windows, passes the planner's
+	// threshold, and compiling it took longer than running it (840 ms on
+	// 10,000 windows).
+	tx, err := q.Begin(ctx)
+	if err != nil {
+		return live.List{}, fmt.Errorf("postgres live list of %s: %w", table, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // it only read
+	if _, err := tx.Exec(ctx, `SET LOCAL jit = off`); err != nil {
+		return live.List{}, fmt.Errorf("postgres live list of %s: %w", table, err)
+	}
+	rows, err := tx.Query(ctx, liveQuery(&n), owner, sessions)
 	if err != nil {
 		return live.List{}, fmt.Errorf("postgres live list of %s: %w", table, err)
 	}
@@ -134,16 +143,20 @@ WHERE w.open AND ($1::text IS NULL OR w.owner = $1) AND ($2::text[] IS NULL OR w
 			_ = json.Unmarshal(ev, &lf.evidence)
 		}
 		facts[k] = lf
-		// The window's own events, in order, then its checkpoint's facts.
-		for _, raw := range [][]byte{opening, vrd} {
-			var e watchdog.Event
-			if len(raw) == 0 || json.Unmarshal(raw, &e) != nil {
-				continue
+		// The window's opening (or, when its checkpoint says the window's
+		// start and deadline, that checkpoint's window), then its verdict.
+		var open watchdog.Event
+		if len(opening) == 0 || json.Unmarshal(opening, &open) != nil {
+			open = watchdog.Event{AggregateID: agg, Window: int(win), Kind: watchdog.KindResume, Owner: wOwner,
+				WindowStartedAt: lf.live.WindowStartedAt, OccurredAt: lf.live.WindowStartedAt}
+			if d := lf.live.Deadline.Sub(lf.live.WindowStartedAt); d > 0 && !lf.live.WindowStartedAt.IsZero() {
+				open.ConfiguredBudgetSeconds = d.Seconds()
 			}
-			events = append(events, e)
 		}
-		if len(opening) == 0 { // written by an owner whose opening is not in this table: the window, bare
-			events = append(events, watchdog.Event{AggregateID: agg, Window: int(win), Kind: watchdog.KindResume, Owner: wOwner})
+		events = append(events, open)
+		var v watchdog.Event
+		if len(vrd) > 0 && json.Unmarshal(vrd, &v) == nil {
+			events = append(events, v)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -165,12 +178,17 @@ WHERE w.open AND ($1::text IS NULL OR w.owner = $1) AND ($2::text[] IS NULL OR w
 		} else {
 			r.Lease = nil
 		}
-		if lf.at.IsZero() || lf.at.Before(r.FactsAt) {
-			continue // no checkpoint since the latest event
+		if lf.at.IsZero() || lf.at.Before(r.FactsAt) { // no checkpoint since the latest verdict
+			if r.StopAt.IsZero() {
+				r.StopAt, r.StopRule = lf.live.StopAt, lf.live.StopRule
+			}
+			continue
 		}
 		r.FactsAt = lf.at
-		if len(lf.evidence) > 0 {
+		if len(lf.evidence) > 0 { // a checkpoint of an earlier version
 			r.Freshest, r.FreshestAt = live.Freshest(lf.evidence)
+		} else {
+			r.Freshest, r.FreshestAt = lf.live.Freshest, lf.live.FreshestAt
 		}
 		r.CallsInFlight, r.OldestCall = lf.live.CallsInFlight, lf.live.OldestCall
 		if !lf.live.StopAt.IsZero() {
@@ -187,4 +205,23 @@ type liveFacts struct {
 	at       time.Time
 	evidence []watchdog.EvidenceEntry
 	live     liveJSON
+}
+
+// liveQuery is ReadLive's statement: $1 an owner or NULL, $2 sessions or
+// NULL.
+func liveQuery(n *names) string {
+	return `SELECT now(), w.aggregate_id, w.window_number, w.owner, CASE WHEN w.live IS NULL THEN w.evidence END, w.live, w.checkpoint_at,
+	l.expires_at, l.last_seen, o.event, v.event
+FROM ` + n.windows + ` w
+LEFT JOIN ` + n.leases + ` l ON l.owner = w.owner
+LEFT JOIN LATERAL (SELECT e.event FROM ` + n.table + ` e
+	WHERE (w.live IS NULL OR w.live->>'deadline' IS NULL) -- the checkpoint says the window's start and deadline
+		AND e.aggregate_id = w.aggregate_id AND e.window_number = w.window_number
+		AND e.event_kind IN ('` + watchdog.KindStart + `', '` + watchdog.KindResume + `')
+	ORDER BY e.seq DESC LIMIT 1) o ON true
+LEFT JOIN LATERAL (SELECT e.event FROM ` + n.table + ` e
+	WHERE e.aggregate_id = w.aggregate_id AND e.window_number = w.window_number
+		AND e.event_kind IN ('` + watchdog.KindVerdict + `', '` + watchdog.KindDecision + `')
+	ORDER BY e.seq DESC LIMIT 1) v ON true
+WHERE w.open AND ($1::text IS NULL OR w.owner = $1) AND ($2::text[] IS NULL OR w.aggregate_id = ANY($2))`
 }
