@@ -81,14 +81,18 @@ type Checkpoint struct {
 	StopRule                  string
 }
 
+// callsBit marks a checkpoint key taken with calls in flight.
+const callsBit = 1 << 63
+
 // maxCheckpoints bounds the checkpoints one heartbeat carries.
 const maxCheckpoints = 4096
 
 // checkpoints returns, from each running window's Snapshot, the
-// checkpoints of those whose evidence, calls in flight or earliest stop
-// changed since their last one (by a key of the three), with that key
-// for each, to keep once the heartbeat succeeds; instants are the
-// timeline's plus off. Each Snapshot takes the lock a moment, one at a time.
+// checkpoints of those whose evidence or calls in flight changed since
+// their last one (by a key: the channels' counters summed, and, with calls
+// in flight, the calls and the earliest stop), with that key for each, to
+// keep once the heartbeat succeeds; instants are the timeline's plus off.
+// A window without calls whose evidence did not change costs no Snapshot.
 func (w *Watchdog) checkpoints(off time.Duration) (cps []Checkpoint, sns []Snapshot, ss []*Session, keys []uint64) {
 	w.mu.Lock()
 	all := w.sessions.All()
@@ -105,13 +109,18 @@ func (w *Watchdog) checkpoints(off time.Duration) (cps []Checkpoint, sns []Snaps
 		if s.state.Load() != stateRunning {
 			continue
 		}
-		sn := s.Snapshot()
-		var key uint64 // 0 until evidence or a call: the opening says it all
-		for _, en := range sn.Evidence {
-			key += en.Counter
+		var sum uint64 // lock-free: a window without calls whose evidence did not change is skipped
+		for i := range s.numChannels() {
+			sum += s.chanAt(Channel(i)).count.Load()
 		}
-		if key > 0 || sn.CallsInFlight > 0 {
-			key += uint64(sn.CallsInFlight)<<40 ^ uint64(toNanos(sn.StopAt))
+		sum &^= callsBit
+		if sum == s.ckpt.Load() {
+			continue
+		}
+		sn := s.Snapshot()
+		key := sum // with calls in flight, a key of the evidence, the calls and the stop
+		if sn.CallsInFlight > 0 {
+			key = (sum + uint64(sn.CallsInFlight)<<40 ^ uint64(toNanos(sn.StopAt))) | callsBit
 		}
 		if key == s.ckpt.Load() || !sn.Running {
 			continue
