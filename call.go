@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/ilist"
 )
 
 // CallLimits are the limits of a bounded call (Begin; Call gives a Cap
@@ -17,7 +18,7 @@ type CallLimits struct {
 	// extends it. Required (positive).
 	Cap time.Duration
 	// Idle is the longest the call may go without progress (see
-	// CallHandle.Progress) after its first progress. Zero means no idle
+	// Progress on the call's Context) after its first progress. Zero means no idle
 	// limit.
 	Idle time.Duration
 	// FirstProgress is the longest the call may go, from its start, before
@@ -45,8 +46,7 @@ const maxCallsListed = 100
 // Watchdog's scheduler (or, outside a session, of the runtime). All its
 // methods are safe for concurrent use. A nil or zero CallHandle (not from
 // Begin) is no call: Context is done with ErrInvalidArgument as its
-// cause, Progress reports false, End and Run return an error wrapping
-// ErrInvalidArgument.
+// cause, End and Run return an error wrapping ErrInvalidArgument.
 type CallHandle struct {
 	l layer
 }
@@ -67,10 +67,10 @@ func (h *CallHandle) valid() bool { return h != nil && h.l.cancel != nil }
 // tool_use block, an agent CLI's JSON line) and ends in another. The
 // call's context (Context) ends at the first limit of l that fires (the
 // cap l.Cap from now, which nothing extends, or an idle limit that
-// progress refreshes) with a *VerdictError cause: Rule "handler_deadline"
-// (the cap) or "handler_idle" (reason handler_idle_exceeded, Elapsed the
-// time without progress, Budget the idle limit that applied), both
-// matching ErrDeadlineExceeded.
+// progress refreshes: Progress on Context) with a *VerdictError cause:
+// Rule "handler_deadline" (the cap) or "handler_idle" (reason
+// handler_idle_exceeded, Elapsed the time without progress, Budget the
+// idle limit that applied), both matching ErrDeadlineExceeded.
 //
 // When ctx belongs to a watched session (it derives from
 // Session.Context), the limits run on the Watchdog's clock and scheduler,
@@ -108,16 +108,12 @@ func (h *CallHandle) Context() context.Context {
 	return h.l.ctx
 }
 
-// Progress reports that the call has made progress, as value (a step
-// count, bytes or chunks received): Progress(h.Context(), value).
-func (h *CallHandle) Progress(value uint64) bool { return h.valid() && h.l.progress(value) }
-
 // End ends the call with err, the call's own outcome (nil: it
 // succeeded), and returns the error its caller should see: the
 // *VerdictError if one of its limits fired first (or ErrClosed if the
 // Watchdog closed meanwhile), else err. The first End records the call's
 // end (evidence on its channel; with WithCallRecords, a
-// runtime.call.completed event whose reason is "ok", "error" with err's
+// runtime.handler.completed event whose reason is "ok", "error" with err's
 // text, or the limit that fired) and cancels its context; a later End,
 // or an End after Run, records nothing and returns the same way.
 func (h *CallHandle) End(err error) error {
@@ -126,7 +122,10 @@ func (h *CallHandle) End(err error) error {
 	}
 	l := &h.l
 	if !l.claimed.CompareAndSwap(false, true) {
-		return l.outcome(err)
+		if c := l.firedCause(); c != nil {
+			return c
+		}
+		return err
 	}
 	l.exited()
 	if fired := l.finish(err); fired != nil {
@@ -158,7 +157,7 @@ func (h *CallHandle) Run(fn func(ctx context.Context) error) error {
 	gone := l.await()
 	select {
 	case <-gone: // abandoned (or closed) before Run: fn never runs
-		err := l.abandonedCause()
+		err := l.firedCause()
 		l.report(err)
 		return err
 	default:
@@ -192,7 +191,7 @@ func (h *CallHandle) Run(fn func(ctx context.Context) error) error {
 			err = fired
 		}
 	case <-gone:
-		err = l.abandonedCause()
+		err = l.firedCause()
 	}
 	l.report(err)
 	return err
@@ -350,54 +349,26 @@ func (l *layer) inFlight(at int64) CallInFlight {
 // record: at most maxCallsListed; nil if none. Called with w.mu held.
 func (s *Session) callsLocked() []CallInFlight {
 	r := s.r()
-	if r.calls.n == 0 {
+	if r.calls.Len() == 0 {
 		return nil
 	}
-	out := make([]CallInFlight, 0, min(r.calls.n, maxCallsListed))
-	for l := r.calls.head; l != nil && len(out) < maxCallsListed; l = l.next {
+	out := make([]CallInFlight, 0, min(r.calls.Len(), maxCallsListed))
+	for l := r.calls.Front(); l != nil && len(out) < maxCallsListed; l = l.inCalls.Next() {
 		out = append(out, l.inFlight(l.progAt.Load()))
 	}
 	return out
 }
 
-// callList is a session's handlers in flight, oldest first: a list
-// through the layers themselves, so that ending one is O(1). Guarded by
-// w.mu.
-type callList struct {
-	head, tail *layer
-	n          int
-}
+// callLinks and allLinks pick a layer's links in a session's calls in
+// flight and in the Watchdog's layers in flight (lists through the layers
+// themselves, so that ending a call is O(1)).
+type (
+	callLinks struct{}
+	allLinks  struct{}
+)
 
-func (c *callList) push(l *layer) {
-	l.prev, l.next, l.listed = c.tail, nil, true
-	if c.tail != nil {
-		c.tail.next = l
-	} else {
-		c.head = l
-	}
-	c.tail = l
-	c.n++
-}
-
-// remove takes l out of the list if it is in it, and reports whether it was.
-func (c *callList) remove(l *layer) bool {
-	if !l.listed {
-		return false
-	}
-	if l.prev != nil {
-		l.prev.next = l.next
-	} else {
-		c.head = l.next
-	}
-	if l.next != nil {
-		l.next.prev = l.prev
-	} else {
-		c.tail = l.prev
-	}
-	l.prev, l.next, l.listed = nil, nil, false
-	c.n--
-	return true
-}
+func (callLinks) Links(l *layer) *ilist.Links[layer] { return &l.inCalls }
+func (allLinks) Links(l *layer) *ilist.Links[layer]  { return &l.inAll }
 
 // completedEvent is the KindCallCompleted event of l, returned at now
 // with fnErr, after its deadline fired with cause (nil if it did not).

@@ -49,7 +49,7 @@ func TestACallBegunOnOneGoroutineEndsOnAnother(t *testing.T) {
 		require.True(t, ok, "the call's deadline is visible through its context")
 		assert.True(t, d.Equal(time.Now().Add(time.Minute)), "deadline %v", d)
 		time.Sleep(time.Second)
-		assert.True(t, h.Progress(1))
+		assert.True(t, watchdog.Progress(h.Context(), 1))
 		ended := make(chan error)
 		go func() { ended <- h.End(errors.New("tool failed")) }() // the tool_result event
 		require.EqualError(t, <-ended, "tool failed")
@@ -170,7 +170,7 @@ func TestACallChoosesItsEvidenceChannel(t *testing.T) {
 			before := s.Snapshot()
 			h, err := watchdog.Begin(s.Context(), "call", watchdog.CallLimits{Cap: time.Minute, Channel: c.ch})
 			require.NoError(t, err)
-			require.True(t, h.Progress(1))
+			require.True(t, watchdog.Progress(h.Context(), 1))
 			require.NoError(t, h.End(nil))
 			after := s.Snapshot()
 			for _, ch := range []string{"stdout", "mcp_tool", "subagent", "workspace", "browser"} {

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/ilist"
 	"github.com/sessionwatchdog/watchdog/internal/sched"
 )
 
@@ -56,8 +57,8 @@ type layer struct {
 	ctx      context.Context                 // the call's context: &tctx, or the one Observer.OnHandler returned
 	endHook  func(err error, overrun *Event) // Observer.OnHandler's end, if any
 
-	prev, next *layer // in the session's calls (callList); guarded by w.mu
-	listed     bool
+	inCalls ilist.Links[layer] // in the session's calls in flight; guarded by w.mu
+	inAll   ilist.Links[layer] // in the Watchdog's layers in flight; guarded by w.mu
 
 	mu            sync.Mutex // guards abandon, gone, abandonedFlag and exitedFlag; and the fields below when w is nil (else w.mu does)
 	gone          bool       // abandoned or closed: Run gives up on fn
@@ -239,16 +240,6 @@ func (l *layer) report(err error) {
 	}
 }
 
-// outcome is the error a caller of a layer that already ended gets for
-// err: the layer's cause if a limit fired (or the Watchdog closed), else
-// err.
-func (l *layer) outcome(err error) error {
-	if c := l.abandonedCause(); c != nil {
-		return c
-	}
-	return err
-}
-
 // remaining is the time left from the layer's start until the earliest of
 // its own deadline, its enclosing layers' and the session window's.
 func (l *layer) remaining() time.Duration {
@@ -285,9 +276,9 @@ func (l *layer) arm() error {
 		w.mu.Unlock()
 		return ErrClosed
 	}
-	w.layers[l] = struct{}{}
+	w.layers.Push(l)
 	if l.kind == LayerHandler && l.s.state.Load() == stateRunning {
-		l.s.rw().calls.push(l)
+		l.s.rw().calls.Push(l)
 	}
 	w.heap.Push(&l.item, due)
 	w.mu.Unlock()
@@ -393,14 +384,14 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 // call in flight (the caller then wakes the scheduler by now). O(1) but for
 // the heap's removal (O(log n) of the timers pending). Called with w.mu held.
 func (w *Watchdog) unregisterLocked(l *layer, now time.Time) {
-	delete(w.layers, l)
+	w.layers.Remove(l)
 	w.heap.Remove(&l.item)
 	s := l.s
 	if s.rare == nil {
 		return
 	}
 	r := s.rare
-	if r.calls.remove(l) && r.calls.n == 0 && s.state.Load() == stateRunning && !r.acting {
+	if r.calls.Remove(l) && r.calls.Len() == 0 && s.state.Load() == stateRunning && !r.acting {
 		// The idle rule may have been deferring for the calls in flight;
 		// while others remain, it still is, and looks again by their end.
 		w.pullInLocked(s, toNanos(now))
@@ -455,7 +446,9 @@ func (l *layer) finish(fnErr error) error {
 	return nil
 }
 
-func (l *layer) abandonedCause() error {
+// firedCause is the layer's cause: the verdict of the limit that fired, or
+// ErrClosed; nil if neither.
+func (l *layer) firedCause() error {
 	if l.w == nil {
 		l.mu.Lock()
 		defer l.mu.Unlock()

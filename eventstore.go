@@ -190,8 +190,9 @@ type Event struct {
 	Waiting          bool `json:"waiting,omitempty"`
 	// CallsInFlight lists, on verdict, decision and evidence checkpoint
 	// events, the handlers (Begin, Call, Within with LayerHandler) of the
-	// session that were running, oldest first (HandlersInFlight counts
-	// them): which tool calls a verdict waited for or killed. On a deadline record (KindHandlerDeadline) it holds the
+	// session that were running, oldest first and at most 100
+	// (HandlersInFlight counts them all): which tool calls a verdict waited
+	// for or killed. On a deadline record (KindHandlerDeadline) it holds the
 	// call (or Within layer) that died, alone, with its start and all its
 	// limits, from which Replay re-derives which limit fired; deadline
 	// records of earlier versions have none.

@@ -65,7 +65,7 @@ func (s *Session) Snapshot() Snapshot {
 	running := s.state.Load() == stateRunning
 	calls := s.callsLocked()
 	var last time.Time // when the last call in flight is over
-	for l := s.r().calls.head; l != nil; l = l.next {
+	for l := s.r().calls.Front(); l != nil; l = l.inCalls.Next() {
 		end := l.deadline.Add(l.grace)
 		if l.state == layerFired {
 			end = time.Unix(0, l.item.Due)

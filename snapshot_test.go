@@ -99,7 +99,7 @@ func TestASnapshotShowsEvidenceAndCallsInFlight(t *testing.T) {
 		h, err := watchdog.Begin(s.Context(), "search", watchdog.CallLimits{Cap: time.Minute, Idle: 10 * time.Second, Channel: watchdog.ChannelSubagent})
 		require.NoError(t, err)
 		time.Sleep(3 * time.Second)
-		h.Progress(7)
+		watchdog.Progress(h.Context(), 7)
 		time.Sleep(time.Second)
 		sn := s.Snapshot()
 		assert.Equal(t, "agent", sn.SessionID)

@@ -105,12 +105,6 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 				invalid(t, context.Cause(h.Context()))
 			}
 		},
-		"CallHandle.Progress": func(t *testing.T) {
-			for _, h := range []*watchdog.CallHandle{nil, {}} {
-				assert.False(t, h.Progress(0))
-				assert.False(t, h.Progress(1))
-			}
-		},
 		"CallHandle.End": func(t *testing.T) {
 			for _, h := range []*watchdog.CallHandle{nil, {}} {
 				invalid(t, h.End(nil))
@@ -150,7 +144,6 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 			require.NoError(t, err)
 			assert.NotNil(t, m)
 		},
-		"Retention.Validate": func(t *testing.T) { require.NoError(t, watchdog.Retention{}.Validate()) },
 		"Policy.MarshalJSON": func(t *testing.T) {
 			_, err := watchdog.Policy{}.MarshalJSON()
 			require.NoError(t, err)
@@ -231,8 +224,12 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 			_, s := newSession(t)
 			invalid(t, s.WatchWorkspace(""))
 		},
-		"Session.Window":          func(t *testing.T) { _, s := newSession(t); assert.Equal(t, 1, s.Window()) },
-		"Session.WindowStartedAt": func(t *testing.T) { _, s := newSession(t); assert.Equal(t, t0, s.WindowStartedAt()) },
+		"Session.Window": func(t *testing.T) { _, s := newSession(t); assert.Equal(t, 1, s.Window()) },
+		"Session.Snapshot": func(t *testing.T) {
+			_, s := newSession(t)
+			assert.Equal(t, t0, s.Snapshot().WindowStartedAt)
+			assert.Equal(t, watchdog.Snapshot{}, (*watchdog.Session)(nil).Snapshot())
+		},
 		"Session.Writer": func(t *testing.T) {
 			_, s := newSession(t)
 			_, err := s.Writer(0, nil).Write([]byte("x"))
