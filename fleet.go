@@ -81,9 +81,6 @@ type Checkpoint struct {
 	StopRule                  string
 }
 
-// callsBit marks a checkpoint key taken with calls in flight.
-const callsBit = 1 << 63
-
 // maxCheckpoints bounds the checkpoints one heartbeat carries.
 const maxCheckpoints = 4096
 
@@ -109,7 +106,8 @@ func (w *Watchdog) checkpoints(off time.Duration) (cps []Checkpoint, sns []Snaps
 		if s.state.Load() != stateRunning {
 			continue
 		}
-		var sum uint64 // lock-free: a window without calls whose evidence did not change is skipped
+		const callsBit = 1 << 63 // marks a key taken with calls in flight
+		var sum uint64           // lock-free: a window without calls whose evidence did not change is skipped
 		for i := range s.numChannels() {
 			sum += s.chanAt(Channel(i)).count.Load()
 		}

@@ -205,18 +205,12 @@ func New(opts ...Option) *Watchdog {
 	return w
 }
 
-// hostPID is "host-pid-" of the process, the host name cut to its first
-// label and 32 bytes of [A-Za-z0-9_], or "pid-" when it has no such name.
+// hostPID is "host-pid-": the first label of the process's host name (32
+// bytes at most) and its process id.
 func hostPID() string {
 	h, _ := os.Hostname()
 	h, _, _ = strings.Cut(h, ".")
-	h = strings.Map(func(r rune) rune {
-		if r == '_' || r == '-' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' {
-			return r
-		}
-		return -1
-	}, h)
-	return strings.TrimPrefix(h[:min(len(h), 32)]+"-", "-") + strconv.Itoa(os.Getpid()) + "-"
+	return strings.ToValidUTF8(strings.ReplaceAll(h[:min(len(h), 32)], "\x00", ""), "") + "-" + strconv.Itoa(os.Getpid()) + "-"
 }
 
 // realClockType is the type of benbjohnson/clock's real clock (clock.New).
