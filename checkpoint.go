@@ -32,14 +32,14 @@ func WithCheckpoints(d time.Duration) Option {
 func (w *Watchdog) runCheckpoints(every time.Duration, tick <-chan struct{}, t *clock.Timer) {
 	defer w.wg.Done()
 	for ok := w.wait(tick, t); ok; ok = w.sleep(every) {
-		cps, sns, ss, sums := w.checkpoints(0)
+		cps, sns, ss, sums := w.checkpoints(0, 0)
 		now := w.now()
 		for i, s := range ss {
 			e := s.event(KindCheckpoint, now)
 			e.EvidenceSummary, e.LimitSeconds = cps[i].Evidence, every.Seconds() // on the timeline (record shifts them); the interval, for what-if
 			e.HandlersInFlight, e.CallsInFlight, e.StopAt, e.StopRule = sns[i].CallsInFlight, sns[i].Calls, sns[i].StopAt, sns[i].StopRule
 			w.record(nil, e)
-			s.ckpt.Store(sums[i])
+			s.ckpt[0].Store(sums[i])
 		}
 	}
 }

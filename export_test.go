@@ -32,9 +32,9 @@ func SetArmHook(w *Watchdog, f func()) { w.armHook = f }
 // checkpointPass runs one checkpoint pass and keeps its keys, as the
 // heartbeat does after a successful call.
 func checkpointPass(w *Watchdog) int {
-	cps, _, ss, keys := w.checkpoints(0)
+	cps, _, ss, keys := w.checkpoints(0, 0)
 	for i, s := range ss {
-		s.ckpt.Store(keys[i])
+		s.ckpt[0].Store(keys[i])
 	}
 	return len(cps)
 }

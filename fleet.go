@@ -88,9 +88,10 @@ const maxCheckpoints = 4096
 // checkpoints of those whose evidence or calls in flight changed since
 // their last one (by a key: the channels' counters summed, and, with calls
 // in flight, the calls and the earliest stop), with that key for each, to
-// keep once the heartbeat succeeds; instants are the timeline's plus off.
+// keep once the heartbeat succeeds (in s.ckpt[of]); instants are the
+// timeline's plus off.
 // A window without calls whose evidence did not change costs no Snapshot.
-func (w *Watchdog) checkpoints(off time.Duration) (cps []Checkpoint, sns []Snapshot, ss []*Session, keys []uint64) {
+func (w *Watchdog) checkpoints(off time.Duration, of int) (cps []Checkpoint, sns []Snapshot, ss []*Session, keys []uint64) {
 	w.mu.Lock()
 	all := w.sessions.All()
 	w.mu.Unlock()
@@ -112,7 +113,7 @@ func (w *Watchdog) checkpoints(off time.Duration) (cps []Checkpoint, sns []Snaps
 			sum += s.chanAt(Channel(i)).count.Load()
 		}
 		sum &^= callsBit
-		if sum == s.ckpt.Load() {
+		if sum == s.ckpt[of].Load() {
 			continue
 		}
 		sn := s.Snapshot()
@@ -120,12 +121,12 @@ func (w *Watchdog) checkpoints(off time.Duration) (cps []Checkpoint, sns []Snaps
 		if sn.CallsInFlight > 0 {
 			key = (sum + uint64(sn.CallsInFlight)<<40 ^ uint64(toNanos(sn.StopAt))) | callsBit
 		}
-		if key == s.ckpt.Load() || !sn.Running {
+		if key == s.ckpt[of].Load() || !sn.Running {
 			continue
 		}
 		d := off - time.Duration(w.offset.Load()) // Snapshot's wall instants to the timeline, plus off
 		for _, t := range sn.times() {
-			if !t.IsZero() {
+			if t != nil && !t.IsZero() {
 				*t = t.Add(d).UTC()
 			}
 		}
@@ -160,7 +161,8 @@ func (w *Watchdog) seed(s *Session, ev []EvidenceEntry) {
 			sum += en.Counter
 		}
 	}
-	s.ckpt.Store(sum)
+	s.ckpt[0].Store(sum)
+	s.ckpt[1].Store(sum)
 }
 
 // DefaultLeaseTTL is a Watchdog's lease time to live with a Leaser store
@@ -282,7 +284,7 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 		default:
 		}
 	}()
-	cps, _, ss, sums := w.checkpoints(w.recOffset()) // recorded instants
+	cps, _, ss, sums := w.checkpoints(w.recOffset(), 1) // recorded instants
 	if err := w.faults.call("Leaser.Heartbeat", func() error { return f.store.Heartbeat(ctx, w.owner, f.ttl, cps) }); err != nil {
 		w.leaseFailures.Add(1)
 		w.log.Warn("watchdog: lease heartbeat failed; other fleet members adopt this Watchdog's windows once its lease expires",
@@ -291,7 +293,7 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 	}
 	w.leaseRenewals.Add(1)
 	for i, s := range ss {
-		s.ckpt.Store(sums[i])
+		s.ckpt[1].Store(sums[i])
 	}
 	ctx, cancel = context.WithTimeout(f.ctx, within) // a bound of their own: a pause may have spent the first
 	defer cancel()

@@ -106,9 +106,7 @@ func (s *Session) Snapshot() Snapshot {
 func (sn *Snapshot) times() []*time.Time {
 	ts := []*time.Time{&sn.StopAt, &sn.WindowStartedAt, &sn.Deadline}
 	for i := range sn.Evidence {
-		if sn.Evidence[i].LastAt != nil {
-			ts = append(ts, sn.Evidence[i].LastAt)
-		}
+		ts = append(ts, sn.Evidence[i].LastAt) // nil if none
 	}
 	for i := range sn.Calls {
 		ts = append(ts, &sn.Calls[i].StartedAt, &sn.Calls[i].ProgressAt)

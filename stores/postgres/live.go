@@ -172,27 +172,30 @@ func ReadLive(ctx context.Context, q Querier, table string, f live.Filter) (live
 			continue
 		}
 		r.Owner = lf.owner // the windows table's: an adopter's, before it recorded anything
+		r.Lease = nil
 		if ls, ok := leases[r.Owner]; ok {
 			ls.Expired = !at.Before(ls.ExpiresAt)
 			r.Lease = &ls
-		} else {
-			r.Lease = nil
 		}
-		if lf.at.IsZero() || lf.at.Before(r.FactsAt) { // no checkpoint since the latest verdict
-			if r.StopAt.IsZero() {
+		switch {
+		case !lf.at.IsZero() && !lf.at.Before(r.FactsAt): // a checkpoint since the latest verdict
+			r.FactsAt = lf.at
+			if len(lf.evidence) > 0 { // a checkpoint of an earlier version
+				r.Freshest, r.FreshestAt = live.Freshest(lf.evidence)
+			} else {
+				r.Freshest, r.FreshestAt = lf.live.Freshest, lf.live.FreshestAt
+			}
+			r.CallsInFlight, r.OldestCall = lf.live.CallsInFlight, lf.live.OldestCall
+			if !lf.live.StopAt.IsZero() {
 				r.StopAt, r.StopRule = lf.live.StopAt, lf.live.StopRule
 			}
-			continue
-		}
-		r.FactsAt = lf.at
-		if len(lf.evidence) > 0 { // a checkpoint of an earlier version
-			r.Freshest, r.FreshestAt = live.Freshest(lf.evidence)
-		} else {
-			r.Freshest, r.FreshestAt = lf.live.Freshest, lf.live.FreshestAt
-		}
-		r.CallsInFlight, r.OldestCall = lf.live.CallsInFlight, lf.live.OldestCall
-		if !lf.live.StopAt.IsZero() {
+		case r.StopAt.IsZero():
 			r.StopAt, r.StopRule = lf.live.StopAt, lf.live.StopRule
+		}
+		// A live owner's heartbeat carries every window whose facts changed:
+		// its last one confirms them.
+		if r.Lease != nil && !r.Lease.Expired && r.Lease.LastSeen.After(r.FactsAt) {
+			r.FactsAt = r.Lease.LastSeen
 		}
 	}
 	live.Sort(l.Rows)

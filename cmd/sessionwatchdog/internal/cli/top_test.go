@@ -371,6 +371,45 @@ func TestTopShowsAnOwnersCallsInFlightAndItsEarliestStop(t *testing.T) {
 	t.Logf("top --dsn:\n%s", text)
 }
 
+// An owner process killed with its windows open: top keeps listing them,
+// marked "(lease expired)" once its lease runs out on the database's
+// clock (nobody watches them until a fleet member adopts them), and their
+// facts stop ageing with the heartbeats that no longer come.
+func TestTopMarksTheWindowsOfAKilledOwnerAsLeaseExpired(t *testing.T) {
+	pool := pgtest.Pool(t)
+	dsn, table := pgtest.DSN(t), pgtest.Table(t)
+	if _, err := postgres.New(context.Background(), pool, postgres.WithTable(table)); err != nil {
+		t.Fatal(err)
+	}
+	conn := listen(t, dsn, table)
+	o := startOwner(t, dsn, table, "zeta=1h", envTopLease+"=600ms")
+	awaitCheckpoints(t, conn, pool, table, 1, o.id)
+	if err := o.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var r live.Row
+	for deadline := time.Now().Add(testwait.Bound); r.Lease == nil || !r.Lease.Expired; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed owner's lease did not expire within %v: %+v", testwait.Bound, r.Lease)
+		}
+		time.Sleep(100 * time.Millisecond) // the lease runs out on the database's clock, 600 ms after the last heartbeat
+		code, out, errs := topProcess(t, "top", "--json", "--count", "1", "--dsn", dsn, "--table", table)
+		if code != ExitOK || errs != "" {
+			t.Fatalf("exit %d, stderr %q", code, errs)
+		}
+		if rows := topJSON(t, out)[0].Rows; len(rows) == 1 {
+			r = rows[0]
+		}
+	}
+	if r.Session != "zeta" || r.Owner != o.id || r.FactsAt.After(r.Lease.LastSeen) {
+		t.Errorf("row %+v: want zeta, owned by %s, its facts no newer than the last heartbeat", r, o.id)
+	}
+	_, text, _ := topProcess(t, "top", "--count", "1", "--dsn", dsn, "--table", table)
+	if !strings.Contains(text, o.id+" (lease expired)") || !strings.Contains(text, "1 whose owner's lease has expired") {
+		t.Errorf("the table does not mark the lease expired:\n%s", text)
+	}
+}
+
 // "sessionwatchdog run" writes a file log while its command runs; top, a
 // process of its own, lists the window from it (its owner naming run's
 // process, its freshest evidence on stdout), and no longer once the
