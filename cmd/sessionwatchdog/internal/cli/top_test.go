@@ -40,6 +40,7 @@ const (
 	envTopSessions = "SESSIONWATCHDOG_TOP_TEST_SESSIONS" // id=wallclock[/idle],... started by an owner
 	envTopCall     = "SESSIONWATCHDOG_TOP_TEST_CALL"     // session=name: an owner begins this call and keeps it in flight
 	envTopLease    = "SESSIONWATCHDOG_TOP_TEST_LEASE"
+	envTopEvents   = "SESSIONWATCHDOG_TOP_TEST_CHECKPOINT_EVENTS" // an owner also records checkpoint events this often
 )
 
 // topRole runs this process in its role; ok is false without one.
@@ -73,7 +74,8 @@ func runOwner() error {
 	}
 	defer store.Close()
 	lease, _ := time.ParseDuration(os.Getenv(envTopLease))
-	w := watchdog.New(watchdog.WithStore(store), watchdog.WithLease(lease))
+	every, _ := time.ParseDuration(os.Getenv(envTopEvents))
+	w := watchdog.New(watchdog.WithStore(store), watchdog.WithLease(lease), watchdog.WithCheckpoints(every))
 	defer w.Close(ctx)
 	var first *watchdog.Session
 	byID := map[string]*watchdog.Session{}
@@ -369,6 +371,28 @@ func TestTopShowsAnOwnersCallsInFlightAndItsEarliestStop(t *testing.T) {
 		t.Errorf("the table does not show delta's call:\n%s", text)
 	}
 	t.Logf("top --dsn:\n%s", text)
+}
+
+// An owner that also records checkpoint events (WithCheckpoints, as run
+// does) keeps its windows' checkpoints in the windows table all the same:
+// the list, and an adopter, read them there. (The two passes shared one
+// mark: the events' pass, more frequent, left the heartbeat nothing.)
+func TestAnOwnerThatRecordsCheckpointEventsStillKeepsThemInTheWindowsTable(t *testing.T) {
+	pool := pgtest.Pool(t)
+	dsn, table := pgtest.DSN(t), pgtest.Table(t)
+	if _, err := postgres.New(context.Background(), pool, postgres.WithTable(table)); err != nil {
+		t.Fatal(err)
+	}
+	conn := listen(t, dsn, table)
+	o := startOwner(t, dsn, table, "eta=1h/5m", envTopLease+"=3s", envTopEvents+"=50ms") // a heartbeat every second
+	awaitCheckpoints(t, conn, pool, table, 1, o.id)
+	l, err := postgres.ReadLive(context.Background(), pool, table, live.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Rows) != 1 || l.Rows[0].StopRule != "idle" || l.Rows[0].Freshest != "stdout" {
+		t.Errorf("rows %+v", l.Rows)
+	}
 }
 
 // An owner process killed with its windows open: top keeps listing them,
