@@ -28,6 +28,8 @@ import (
 //		open          boolean NOT NULL DEFAULT true,
 //		claimed_at    timestamptz NOT NULL DEFAULT now(),
 //		evidence      json,  -- the owner's last checkpoint ([]watchdog.EvidenceEntry)
+//		checkpoint_at timestamptz, -- when it kept it (see liveSchema, ReadLive)
+//		live          json,  -- the rest of it: start, deadline, freshest channel, calls, earliest stop
 //		PRIMARY KEY (aggregate_id, window_number));
 //	CREATE TABLE watchdog_events_leases (
 //		owner      text PRIMARY KEY,
