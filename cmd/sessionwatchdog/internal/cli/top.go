@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"flag"
@@ -131,10 +132,14 @@ func runTop(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "sessionwatchdog top: %v\n", err)
 			return ExitUsage
 		}
+		bw := bufio.NewWriterSize(stdout, 64<<10) // one refresh, in few writes
 		if asJSON {
-			err = top.WriteJSON(stdout, l)
+			err = top.WriteJSON(bw, l)
 		} else {
-			err = top.WriteText(stdout, l, top.Options{Wide: wide, Source: name})
+			err = top.WriteText(bw, l, top.Options{Wide: wide, Source: name})
+		}
+		if err == nil {
+			err = bw.Flush()
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "sessionwatchdog top: write output: %v\n", err)
