@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sessionwatchdog/watchdog/internal/kills"
 	"github.com/sessionwatchdog/watchdog/internal/proctree"
 )
 
@@ -27,7 +28,8 @@ import (
 // WaitDelay.
 //
 // When ctx belongs to a watched session, the outcome of a kill is recorded
-// at the end of the grace as a runtime.handler.process_killed event:
+// at the end of the grace, or by Watchdog.Close once every process is gone,
+// as a runtime.handler.process_killed event:
 // handler is the command's base name, reason "sigterm" when every process
 // was gone within the grace or "sigkill" when some had to be killed,
 // processes_alive how many were still alive, limit_seconds the grace.
@@ -54,7 +56,8 @@ func Command(ctx context.Context, grace time.Duration, name string, arg ...strin
 	proctree.SetParentDeath(cmd.SysProcAttr)
 	cmd.Cancel = func() error {
 		pgid := cmd.Process.Pid
-		procs := proctree.Tree(pgid, pgid) // before signalling: later they may be reparented
+		procs := proctree.Tree(pgid, pgid)               // before signalling: later they may be reparented
+		kill := trackKill(ctx, name, grace, pgid, procs) // before signalling: a Close after it waits for it
 		err := syscall.Kill(-pgid, syscall.SIGTERM)
 		for _, p := range procs {
 			if p.Alive() {
@@ -62,9 +65,17 @@ func Command(ctx context.Context, grace time.Duration, name string, arg ...strin
 			}
 		}
 		if errors.Is(err, syscall.ESRCH) && len(procs) == 0 {
+			if kill.Claim() {
+				kill.Done() // nothing was killed: nothing to record
+			}
 			return os.ErrProcessDone
 		}
-		time.AfterFunc(grace, func() {
+		kill.Arm()
+		kill.SetTimer(time.AfterFunc(grace, func() {
+			if !kill.Claim() {
+				return // Close saw the tree gone and recorded the kill
+			}
+			defer kill.Done()
 			// The processes still alive: those found before, and any the
 			// group or the tree gained since.
 			left := map[proctree.Proc]bool{}
@@ -90,7 +101,7 @@ func Command(ctx context.Context, grace time.Duration, name string, arg ...strin
 			if s := FromContext(ctx); s != nil {
 				s.recordProcessKill(filepath.Base(name), grace, alive)
 			}
-		})
+		}))
 		if errors.Is(err, syscall.ESRCH) {
 			err = nil // the group's leader is gone; its tree was signalled
 		}
@@ -98,6 +109,20 @@ func Command(ctx context.Context, grace time.Duration, name string, arg ...strin
 	}
 	cmd.WaitDelay = grace
 	return cmd
+}
+
+// trackKill tracks the kill of group pgid in its grace when ctx belongs to
+// a session, so that Close waits for its tree to be gone and records it
+// (see Watchdog.Close); nil otherwise.
+func trackKill(ctx context.Context, name string, grace time.Duration, pgid int, procs []proctree.Proc) *kills.Kill {
+	s := FromContext(ctx)
+	if s == nil {
+		return nil
+	}
+	name = filepath.Base(name)
+	return s.w.kills.Add(fmt.Sprintf("the kill of %s (process group %d)", quoteShort(name), pgid),
+		func() bool { return proctree.Gone(pgid, procs) },
+		func() { s.recordProcessKill(name, grace, 0) })
 }
 
 // recordProcessKill records the outcome of Command's kill (see Command).
