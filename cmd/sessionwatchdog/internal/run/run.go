@@ -346,13 +346,15 @@ func (tw trackWriter) Write(p []byte) (int, error) {
 	return tw.w.Write(p)
 }
 
-// duplicateWindow is how long after the operator's first signal the same
-// signal again counts as a copy of it, not as a second signal. A
-// supervisor that signals both the wrapper's pid and its process group (as
-// watchdog.Command does, and an outer run) sends two copies well under a
-// millisecond apart; Go tells no sender, so time tells them apart. A
-// person's second Ctrl-C comes a few hundred milliseconds after the first
-// at the quickest (a key's auto-repeat starts after 250 ms or more).
+// duplicateWindow is how long after the operator's first signal another
+// signal counts as a copy of it, not as a second signal. A supervisor that
+// signals both the wrapper's pid and its process group (as
+// watchdog.Command does) sends two copies well under a millisecond apart,
+// and one that forwards a signal and then stops its window (an outer
+// sessionwatchdog run: the operator's SIGINT, then SIGTERM from its kill)
+// a few milliseconds apart; Go tells no sender, so time tells them apart.
+// A person's second Ctrl-C comes a few hundred milliseconds after the
+// first at the quickest (a key's auto-repeat starts after 250 ms or more).
 const duplicateWindow = 100 * time.Millisecond
 
 // operatorSignals are the signals the wrapper takes as the operator's stop:
@@ -371,8 +373,8 @@ func operatorSignals() []os.Signal {
 
 // forwardSignals forwards the operator's SIGINT, SIGTERM, SIGHUP or SIGQUIT
 // to the command's process group and records the operator's stop; a second
-// signal (not the same one again within duplicateWindow) SIGKILLs the
-// whole tree at once.
+// signal (not one within duplicateWindow of the first) SIGKILLs the whole
+// tree at once.
 func (r *runner) forwardSignals(s *watchdog.Session, sigs <-chan os.Signal, stop <-chan struct{}) {
 	for n := 0; ; {
 		var sig os.Signal
@@ -387,7 +389,7 @@ func (r *runner) forwardSignals(s *watchdog.Session, sigs <-chan os.Signal, stop
 		}
 		now := time.Now()
 		if n > 0 {
-			if ss == syscall.Signal(r.signaled.Load()) && now.Sub(r.firstAt) < duplicateWindow {
+			if now.Sub(r.firstAt) < duplicateWindow {
 				continue // a copy of the first
 			}
 			if pgid := int(r.pgid.Load()); pgid != 0 {
