@@ -26,7 +26,7 @@ func progressingCallWith(t *testing.T, ctx context.Context, l watchdog.CallLimit
 	out := make(chan error, 1)
 	entered := make(chan struct{})
 	go func() {
-		out <- watchdog.CallWith(ctx, "build", l, func(ctx context.Context) error {
+		out <- callWith(ctx, "build", l, func(ctx context.Context) error {
 			defer watchdog.Step(ctx, "compile")()
 			close(entered)
 			for {
@@ -167,7 +167,7 @@ func TestASilentCallIsStoppedAtItsIdleBudgetFromItsStart(t *testing.T) {
 func TestCallWithWithoutASessionRunsOnRealTimers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
-		err := watchdog.CallWith(context.Background(), "stream", watchdog.CallLimits{Cap: time.Hour, Idle: time.Second}, func(ctx context.Context) error {
+		err := callWith(context.Background(), "stream", watchdog.CallLimits{Cap: time.Hour, Idle: time.Second}, func(ctx context.Context) error {
 			for i := uint64(1); i <= 5; i++ {
 				time.Sleep(900 * time.Millisecond)
 				if !watchdog.Progress(ctx, i) {
@@ -188,10 +188,10 @@ func TestCallWithWithoutASessionRunsOnRealTimers(t *testing.T) {
 // counts nothing.
 func TestCallWithRefusesBadBudgetsAndProgressOutsideACallCountsNothing(t *testing.T) {
 	fn := func(context.Context) error { return nil }
-	require.ErrorIs(t, watchdog.CallWith(context.Background(), "x", watchdog.CallLimits{Cap: time.Second, Idle: -1}, fn), watchdog.ErrInvalidArgument)
-	require.ErrorIs(t, watchdog.CallWith(context.Background(), "x", watchdog.CallLimits{Cap: time.Second, FirstProgress: -1}, fn), watchdog.ErrInvalidArgument)
-	require.ErrorIs(t, watchdog.CallWith(context.Background(), "x", watchdog.CallLimits{Idle: time.Second}, fn), watchdog.ErrInvalidArgument)
-	require.ErrorIs(t, watchdog.CallWith(context.Background(), "x", watchdog.CallLimits{Cap: time.Second}, nil), watchdog.ErrInvalidArgument)
+	require.ErrorIs(t, callWith(context.Background(), "x", watchdog.CallLimits{Cap: time.Second, Idle: -1}, fn), watchdog.ErrInvalidArgument)
+	require.ErrorIs(t, callWith(context.Background(), "x", watchdog.CallLimits{Cap: time.Second, FirstProgress: -1}, fn), watchdog.ErrInvalidArgument)
+	require.ErrorIs(t, callWith(context.Background(), "x", watchdog.CallLimits{Idle: time.Second}, fn), watchdog.ErrInvalidArgument)
+	require.ErrorIs(t, callWith(context.Background(), "x", watchdog.CallLimits{Cap: time.Second}, nil), watchdog.ErrInvalidArgument)
 	assert.False(t, watchdog.Progress(context.Background(), 1))
 	var nilCtx context.Context
 	assert.False(t, watchdog.Progress(nilCtx, 1))
@@ -276,7 +276,7 @@ func TestAfterTheFirstProgressTheShorterIdleLimitAppliesAtOnce(t *testing.T) {
 	// The same on real timers, without a session.
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
-		err := watchdog.CallWith(context.Background(), "llm", watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 30 * time.Second},
+		err := callWith(context.Background(), "llm", watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 30 * time.Second},
 			func(ctx context.Context) error {
 				time.Sleep(time.Second)
 				watchdog.Progress(ctx, 1)
@@ -295,8 +295,8 @@ func TestAfterTheFirstProgressTheShorterIdleLimitAppliesAtOnce(t *testing.T) {
 func TestProgressReachesEnclosingCallsAndStopsWithItsCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var inner context.Context
-		err := watchdog.CallWith(context.Background(), "outer", watchdog.CallLimits{Cap: time.Hour, Idle: time.Second}, func(ctx context.Context) error {
-			return watchdog.CallWith(ctx, "inner", watchdog.CallLimits{Cap: time.Hour, Idle: time.Minute}, func(ctx context.Context) error {
+		err := callWith(context.Background(), "outer", watchdog.CallLimits{Cap: time.Hour, Idle: time.Second}, func(ctx context.Context) error {
+			return callWith(ctx, "inner", watchdog.CallLimits{Cap: time.Hour, Idle: time.Minute}, func(ctx context.Context) error {
 				inner = ctx
 				for i := uint64(1); i <= 10; i++ {
 					time.Sleep(500 * time.Millisecond)

@@ -24,14 +24,14 @@ func TestCallRecordsAreOptInAndBoundedPerWindow(t *testing.T) {
 		s, err := w.Start(ctx, "agent", time.Now(), watchdog.Policy{WallClock: time.Hour})
 		require.NoError(t, err)
 		sc := s.Context()
-		require.NoError(t, watchdog.CallWith(sc, "read_file", watchdog.CallLimits{Cap: 10 * time.Second}, func(ctx context.Context) error {
+		require.NoError(t, callWith(sc, "read_file", watchdog.CallLimits{Cap: 10 * time.Second}, func(ctx context.Context) error {
 			time.Sleep(2 * time.Second)
 			watchdog.Progress(ctx, 4)
 			return nil
 		}))
 		boom := errors.New("exit status 2")
 		require.ErrorIs(t, watchdog.Call(sc, "bash", 10*time.Second, func(ctx context.Context) error { return boom }), boom)
-		err = watchdog.CallWith(sc, "web_search", watchdog.CallLimits{Cap: time.Second}, func(ctx context.Context) error {
+		err = callWith(sc, "web_search", watchdog.CallLimits{Cap: time.Second}, func(ctx context.Context) error {
 			<-ctx.Done()
 			return context.Cause(ctx)
 		})

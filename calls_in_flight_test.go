@@ -25,7 +25,7 @@ func TestVerdictsListTheCallsInFlight(t *testing.T) {
 		s, err := w.Start(ctx, "agent", t0, watchdog.Policy{WallClock: 10 * time.Second, IdleWindow: 2 * time.Second})
 		require.NoError(t, err)
 		go func() {
-			_ = watchdog.CallWith(s.Context(), "web_search", watchdog.CallLimits{Cap: time.Minute, Idle: 30 * time.Second}, func(ctx context.Context) error {
+			_ = callWith(s.Context(), "web_search", watchdog.CallLimits{Cap: time.Minute, Idle: 30 * time.Second}, func(ctx context.Context) error {
 				time.Sleep(time.Second)
 				watchdog.Progress(ctx, 5)
 				<-ctx.Done()

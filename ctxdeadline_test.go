@@ -51,7 +51,7 @@ func TestContextsReportTheEarliestAbsoluteLimitAsTheirDeadline(t *testing.T) {
 		d, _ = s5.Context().Deadline()
 		assert.True(t, d.Equal(start.Add(10*time.Minute)), "the parent's, earlier")
 
-		err = watchdog.CallWith(s.Context(), "tool", watchdog.CallLimits{Cap: 5 * time.Minute, Idle: time.Minute}, func(ctx context.Context) error {
+		err = callWith(s.Context(), "tool", watchdog.CallLimits{Cap: 5 * time.Minute, Idle: time.Minute}, func(ctx context.Context) error {
 			d, ok := ctx.Deadline()
 			assert.True(t, ok)
 			assert.True(t, d.Equal(start.Add(5*time.Minute)), "the call's cap: %v", d)

@@ -9,6 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/ilist"
 	"github.com/sessionwatchdog/watchdog/internal/sched"
 )
 
@@ -35,7 +37,7 @@ type layer struct {
 	kind     Layer
 	name     string
 	budget   time.Duration // the cap
-	idle     time.Duration // the idle limit that progress refreshes (CallWith); 0: none
+	idle     time.Duration // the idle limit that progress refreshes (CallLimits.Idle); 0: none
 	first    time.Duration // the idle limit before the first progress; 0: none
 	grace    time.Duration
 	started  time.Time
@@ -44,14 +46,22 @@ type layer struct {
 	step     atomic.Pointer[string]
 	vctx     layerCtx      // the value context under fn's context
 	tctx     timeCtx       // fn's context
-	ended    atomic.Bool   // fn returned or was abandoned: Progress counts no more
+	done     atomic.Bool   // the call ended or was abandoned: Progress counts no more
+	claimed  atomic.Bool   // End or Run was called
+	ch       Channel       // the evidence channel of a handler (CallLimits.Channel)
 	prog     atomic.Uint64 // the last progress value (Progress)
 	progAt   atomic.Int64  // when progress last advanced: 1 + ns after started; 0: never
 	item     sched.Item[timed]
-	parent   *layer        // the enclosing layer, if any
-	abandon  chan struct{} // closed when the caller gives up on fn
+	parent   *layer                          // the enclosing layer, if any
+	abandon  chan struct{}                   // Run's, made by it: closed when it must give up on fn (guarded by mu)
+	ctx      context.Context                 // the call's context: &tctx, or the one Observer.OnHandler returned
+	endHook  func(err error, overrun *Event) // Observer.OnHandler's end, if any
 
-	mu            sync.Mutex // guards abandonedFlag and exitedFlag; and the fields below when w is nil (else w.mu does)
+	inCalls ilist.Links[layer] // in the session's calls in flight; guarded by w.mu
+	inAll   ilist.Links[layer] // in the Watchdog's layers in flight; guarded by w.mu
+
+	mu            sync.Mutex // guards abandon, gone, abandonedFlag and exitedFlag; and the fields below when w is nil (else w.mu does)
+	gone          bool       // abandoned or closed: Run gives up on fn
 	abandonedFlag bool
 	exitedFlag    bool
 	state         int // layerRunning, layerFired, layerDone
@@ -127,42 +137,32 @@ func Step(ctx context.Context, name string) (end func()) {
 }
 
 // Within runs fn under a deadline layer of kind layer, named name, with its
-// own budget carried in fn's context. The context is done at start + budget
-// with a *VerdictError cause naming the layer (errors.Is matches
-// ErrDeadlineExceeded). The host enforces it: if fn has not returned
-// within the grace period after the deadline (the session policy's
-// HandlerGrace, default 5 s), Within returns the deadline
-// error anyway and abandons fn's goroutine, which is counted (see
-// Watchdog.Stats) and recorded, never silently leaked. If fn
-// returns after the deadline, Within returns the deadline error too.
-// Otherwise it returns fn's error. A panic in fn is re-raised in the caller.
-//
-// fn's context reports, as its Deadline, the earliest of the layer's
-// deadline and ctx's (see Session.Context), on the real clock; under
-// another Clock, ctx's alone. Ended by the deadline, its Err is
-// context.DeadlineExceeded and its cause the *VerdictError.
-//
-// When ctx belongs to a watched session (it derives from Session.Context),
-// the deadline runs on the Watchdog's clock and scheduler (deterministic on a
-// fake clock), every overrun is recorded as a runtime.handler.deadline_exceeded
-// event naming the dying step, and, for LayerHandler, the in-flight handler is
-// bounded work that the idle rule waits for, and its start and its end are
-// recorded as ChannelMCPTool evidence. Without a session it runs on the
-// real clock and records nothing.
-//
-// A zero budget means the session policy's (PhaseBudgets[name] for a phase,
-// IterationBudget for an iteration). A budget that is still <= 0, or a nil
-// fn, is an error wrapping ErrInvalidArgument.
+// own budget carried in fn's context, as Begin and CallHandle.Run do for a
+// handler (see them: the context, the recorded overrun, the grace after
+// which fn is abandoned, panics). For LayerHandler it is Call. For a phase
+// or an iteration, the layer is no bounded work for the idle rule and no
+// evidence, and a zero budget means the session policy's (PhaseBudgets[name]
+// for a phase, IterationBudget for an iteration). A budget that is still
+// <= 0, or a nil fn, is an error wrapping ErrInvalidArgument.
 func Within(ctx context.Context, kind Layer, name string, budget time.Duration, fn func(ctx context.Context) error) error {
-	return within(ctx, kind, name, budget, 0, 0, fn)
+	if fn == nil {
+		return fmt.Errorf("%w: %s %q: nil function", ErrInvalidArgument, kind, name)
+	}
+	h, err := begin(ctx, kind, name, CallLimits{Cap: budget})
+	if err != nil {
+		return err
+	}
+	return h.Run(fn)
 }
 
-// within is Within with idle limits (CallWith; 0: none).
-func within(ctx context.Context, kind Layer, name string, budget, idle, first time.Duration, fn func(ctx context.Context) error) error {
+// begin is Begin for any layer.
+func begin(ctx context.Context, kind Layer, name string, lim CallLimits) (*CallHandle, error) {
 	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	if s := FromContext(ctx); s != nil && budget == 0 {
+	s := FromContext(ctx)
+	budget := lim.Cap
+	if s != nil && budget == 0 {
 		switch kind {
 		case LayerPhase:
 			budget = s.cfg.policy.PhaseBudgets[name]
@@ -171,22 +171,33 @@ func within(ctx context.Context, kind Layer, name string, budget, idle, first ti
 		}
 	}
 	if err := checkName(string(kind)+" name", name); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	ch := lim.Channel
+	if ch == ChannelStdout {
+		ch = ChannelMCPTool
 	}
 	switch {
-	case fn == nil:
-		return fmt.Errorf("%w: %s %q: nil function", ErrInvalidArgument, kind, name)
 	case budget <= 0:
-		return fmt.Errorf("%w: %s %q: budget %v must be positive", ErrInvalidArgument, kind, name, budget)
+		return nil, fmt.Errorf("%w: %s %q: budget %v must be positive", ErrInvalidArgument, kind, name, budget)
 	case kind != LayerPhase && kind != LayerIteration && kind != LayerHandler:
-		return fmt.Errorf("%w: unknown layer %q", ErrInvalidArgument, kind)
+		return nil, fmt.Errorf("%w: unknown layer %q", ErrInvalidArgument, kind)
+	case lim.Idle < 0 || lim.FirstProgress < 0:
+		return nil, fmt.Errorf("%w: %s %q: negative idle limit (idle %v, first progress %v)", ErrInvalidArgument, kind, name, lim.Idle, lim.FirstProgress)
+	case s != nil && s.chanAt(ch) == nil:
+		return nil, fmt.Errorf("%w: %s %q: session %q has no evidence channel %d", ErrInvalidArgument, kind, name, s.id, ch)
 	}
 	if err := context.Cause(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	l := &layer{kind: kind, name: name, budget: budget, idle: idle, first: first, grace: defaultHandlerGrace, abandon: make(chan struct{})}
+	first := lim.FirstProgress
+	if first == 0 {
+		first = lim.Idle
+	}
+	h := &CallHandle{}
+	l := &h.l
+	*l = layer{kind: kind, name: name, budget: budget, idle: lim.Idle, first: first, grace: defaultHandlerGrace, ch: ch}
 	l.item.Value = l
-	s := FromContext(ctx)
 	var obs Observer
 	if s != nil {
 		l.w, l.s, l.grace, obs = s.w, s, s.cfg.grace, s.w.obs
@@ -194,67 +205,39 @@ func within(ctx context.Context, kind Layer, name string, budget, idle, first ti
 	l.vctx = layerCtx{ctx, l}
 	inner, cancel := context.WithCancelCause(&l.vctx)
 	l.tctx = timeCtx{inner}
-	var lctx context.Context = &l.tctx
-	defer cancel(nil)
-	l.cancel = cancel
+	l.ctx, l.cancel = &l.tctx, cancel
 	l.parent = layerFrom(ctx)
 	if s != nil && kind == LayerHandler {
-		s.Touch(ChannelMCPTool) // a handler call is tool-call evidence
+		s.Touch(ch) // a call's begin is evidence
 	}
-	l.arm()
-	var end func(err error, overrun *Event)
+	if err := l.arm(); err != nil {
+		cancel(err)
+		return nil, err
+	}
 	if obs.OnHandler != nil {
 		var c context.Context
-		callHook(l.faults(), "OnHandler", func() { c, end = obs.OnHandler(lctx, kind, name, l.remaining()) })
+		var end func(error, *Event)
+		callHook(l.faults(), "OnHandler", func() { c, end = obs.OnHandler(&l.tctx, kind, name, l.remaining()) })
 		if c != nil {
-			lctx = c
+			l.ctx = c
 		}
 		if end != nil {
-			hookEnd, f := end, l.faults()
-			end = func(err error, overrun *Event) {
-				callHook(f, "OnHandler's end", func() { hookEnd(err, overrun) })
+			f := l.faults()
+			l.endHook = func(err error, overrun *Event) {
+				callHook(f, "OnHandler's end", func() { end(err, overrun) })
 			}
 		}
 	}
+	return h, nil
+}
 
-	type result struct {
-		err   error
-		panic any
+// report ends the layer's context and calls the OnHandler hook's end with
+// err, the error its caller gets.
+func (l *layer) report(err error) {
+	l.cancel(nil)
+	if l.endHook != nil {
+		l.endHook(err, l.overrunEvent())
 	}
-	done := make(chan result, 1)
-	go func() {
-		var r result
-		defer func() {
-			if p := recover(); p != nil {
-				r.panic = p
-			}
-			l.exited()
-			done <- r
-		}()
-		r.err = fn(lctx)
-	}()
-
-	var err error
-	select {
-	case r := <-done:
-		if r.panic != nil {
-			l.finish(fmt.Errorf("panic: %v", r.panic))
-			if end != nil {
-				end(fmt.Errorf("watchdog: %s %q panicked: %v", kind, name, r.panic), l.overrunEvent())
-			}
-			panic(r.panic)
-		}
-		err = r.err
-		if fired := l.finish(err); fired != nil {
-			err = fired
-		}
-	case <-l.abandon:
-		err = l.abandonedCause()
-	}
-	if end != nil {
-		end(err, l.overrunEvent())
-	}
-	return err
 }
 
 // remaining is the time left from the layer's start until the earliest of
@@ -274,42 +257,38 @@ func (l *layer) remaining() time.Duration {
 	return end.Sub(l.started)
 }
 
-// arm schedules the layer's deadline.
-func (l *layer) arm() {
+// arm schedules the layer's deadline: ErrClosed if the Watchdog is closed.
+func (l *layer) arm() error {
 	w := l.w
 	if w == nil {
 		l.started = time.Now()
 		l.deadline = l.started.Add(l.budget)
-		_, next := l.hit(l.started, l.progAt.Load())
+		_, next := l.limits(0).Hit(l.started)
 		l.timers[0] = time.AfterFunc(next.Sub(l.started), l.fireReal)
-		return
+		return nil
 	}
 	l.started = w.now()
 	l.deadline = l.started.Add(l.budget)
-	_, next := l.hit(l.started, l.progAt.Load())
+	_, next := l.limits(0).Hit(l.started)
 	due := toNanos(next)
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		l.state = layerDone
-		l.cause = ErrClosed
-		l.cancel(ErrClosed)
-		close(l.abandon)
-		return
+		return ErrClosed
 	}
-	w.layers[l] = struct{}{}
+	w.layers.Push(l)
 	if l.kind == LayerHandler && l.s.state.Load() == stateRunning {
-		r := l.s.rw()
-		r.bounded = append(r.bounded, l)
+		l.s.rw().calls.Push(l)
 	}
 	w.heap.Push(&l.item, due)
 	w.mu.Unlock()
 	w.wakeBy(due)
+	return nil
 }
 
 // verdict builds the layer's overrun verdict at now, for the limit hit
-// ("cap" or "idle") given at, the reading of its progAt that hit used.
-func (l *layer) verdict(now time.Time, hit string, at int64) *VerdictError {
+// given at, the reading of its progAt that hit used.
+func (l *layer) verdict(now time.Time, hit decide.CallLimit, at int64) *VerdictError {
 	v := &VerdictError{
 		Rule:    string(l.kind) + "_deadline",
 		reason:  string(l.kind) + "_deadline_exceeded",
@@ -322,9 +301,10 @@ func (l *layer) verdict(now time.Time, hit string, at int64) *VerdictError {
 		// layer; a phase overrun ends the phase.
 		Recoverable: l.kind != LayerPhase,
 	}
-	if hit == "idle" {
+	if hit == decide.CallIdle {
+		lim := l.limits(at)
 		v.Rule, v.reason = string(l.kind)+"_idle", string(l.kind)+"_idle_exceeded"
-		v.Elapsed, v.Budget = now.Sub(l.idleRef(at)), l.idleLimit(at)
+		v.Elapsed, v.Budget = now.Sub(lim.IdleRef()), lim.IdleLimit()
 	}
 	if l.w != nil {
 		v.FiredAt = l.w.toRecord(v.FiredAt)
@@ -347,13 +327,12 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 		// record, so that Replay re-derives the rule from the record
 		// exactly (a Progress may land meanwhile: it counts no more).
 		at := l.progAt.Load()
-		if at > 0 {
-			if p := l.idleRef(at); p.After(now) {
-				now = p // progress dated after the pass read the Clock: decide at it
-			}
+		lim := l.limits(at)
+		if lim.ProgressAt.After(now) {
+			now = lim.ProgressAt // progress dated after the pass read the Clock: decide at it
 		}
-		hit, next := l.hit(now, at)
-		if hit == "" {
+		hit, next := lim.Hit(now)
+		if hit == decide.CallWithin {
 			w.heap.Push(&l.item, toNanos(next))
 			return
 		}
@@ -393,7 +372,7 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 		e.MeasureSeconds, e.LimitSeconds = now.Sub(l.started).Seconds(), (l.budget + l.grace).Seconds()
 		w.record(ef, e)
 		ef.after = append(ef.after, func() {
-			close(l.abandon)
+			l.giveUp()
 			w.log.Error("watchdog: handler ignored its deadline and was abandoned", zap.String("session_id", l.s.id),
 				zap.String("layer", string(l.kind)), zap.String("name", l.name), zap.Duration("grace", l.grace))
 		})
@@ -401,29 +380,28 @@ func (l *layer) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 }
 
 // unregisterLocked removes l from the Watchdog's and the session's books and
-// re-examines the session at now if the idle rule was waiting for it (the
-// caller then wakes the scheduler by now). Called with w.mu held.
+// re-examines the session at now if the idle rule was waiting for its last
+// call in flight (the caller then wakes the scheduler by now). O(1) but for
+// the heap's removal (O(log n) of the timers pending). Called with w.mu held.
 func (w *Watchdog) unregisterLocked(l *layer, now time.Time) {
-	delete(w.layers, l)
+	w.layers.Remove(l)
 	w.heap.Remove(&l.item)
 	s := l.s
-	r := s.r()
-	for i, b := range r.bounded {
-		if b == l { // r is s.rare: r.bounded is not empty
-			r.bounded = append(r.bounded[:i], r.bounded[i+1:]...)
-			if s.state.Load() == stateRunning && !r.acting {
-				// The idle rule may have been deferring for this handler.
-				w.pullInLocked(s, toNanos(now))
-			}
-			break
-		}
+	if s.rare == nil {
+		return
+	}
+	r := s.rare
+	if r.calls.Remove(l) && r.calls.Len() == 0 && s.state.Load() == stateRunning && !r.acting {
+		// The idle rule may have been deferring for the calls in flight;
+		// while others remain, it still is, and looks again by their end.
+		w.pullInLocked(s, toNanos(now))
 	}
 }
 
 // finish marks the layer done after fn returned fnErr and reports the
 // deadline error if the deadline had fired.
 func (l *layer) finish(fnErr error) error {
-	l.ended.Store(true)
+	l.done.Store(true)
 	w := l.w
 	if w == nil {
 		l.mu.Lock()
@@ -444,7 +422,7 @@ func (l *layer) finish(fnErr error) error {
 		// Its completion is evidence too, recorded before the idle rule
 		// looks again, so that the instant a tool returns is not taken
 		// for silence (with deferral on).
-		l.s.Touch(ChannelMCPTool)
+		l.s.Touch(l.ch)
 	}
 	now := w.now()
 	w.mu.Lock()
@@ -468,7 +446,9 @@ func (l *layer) finish(fnErr error) error {
 	return nil
 }
 
-func (l *layer) abandonedCause() error {
+// firedCause is the layer's cause: the verdict of the limit that fired, or
+// ErrClosed; nil if neither.
+func (l *layer) firedCause() error {
 	if l.w == nil {
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -498,8 +478,8 @@ func (l *layer) fireReal() {
 	}
 	now := time.Now()
 	at := l.progAt.Load()
-	hit, next := l.hit(now, at)
-	if hit == "" {
+	hit, next := l.limits(at).Hit(now)
+	if hit == decide.CallWithin {
 		l.timers[0] = time.AfterFunc(next.Sub(now), l.fireReal)
 		l.mu.Unlock()
 		return
@@ -519,14 +499,39 @@ func (l *layer) graceReal() {
 	}
 	l.state = layerDone
 	l.mu.Unlock()
-	l.ended.Store(true)
-	close(l.abandon)
+	l.done.Store(true)
+	l.giveUp()
+}
+
+// giveUp tells Run, now or when it comes, to give up on fn: the call was
+// abandoned or the Watchdog closed.
+func (l *layer) giveUp() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gone = true
+	if l.abandon != nil {
+		close(l.abandon)
+	}
+}
+
+// await returns the channel that is closed when Run must give up on fn,
+// made on first use.
+func (l *layer) await() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.abandon == nil {
+		l.abandon = make(chan struct{})
+		if l.gone {
+			close(l.abandon)
+		}
+	}
+	return l.abandon
 }
 
 // markAbandoned and exited keep Watchdog.running, the count of abandoned
 // functions still running, exact whichever comes first.
 func (l *layer) markAbandoned() {
-	l.ended.Store(true)
+	l.done.Store(true)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.abandonedFlag = true
@@ -536,7 +541,7 @@ func (l *layer) markAbandoned() {
 }
 
 func (l *layer) exited() {
-	l.ended.Store(true)
+	l.done.Store(true)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.exitedFlag = true

@@ -47,7 +47,7 @@
 // deadline layer's overrun has the rule "<layer>_deadline" (for example
 // "handler_deadline"), the reason "<layer>_deadline_exceeded", which is also
 // its stop reason code, and ErrDeadlineExceeded; a call that went without
-// progress past its idle limit (CallWith) has the rule "handler_idle" and
+// progress past its idle limit (CallLimits.Idle) has the rule "handler_idle" and
 // the reason "handler_idle_exceeded", with ErrDeadlineExceeded too.
 //
 // # Decision, action, outcome

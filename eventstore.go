@@ -189,8 +189,9 @@ type Event struct {
 	HandlersInFlight int  `json:"handlers_in_flight,omitempty"`
 	Waiting          bool `json:"waiting,omitempty"`
 	// CallsInFlight lists, on verdict and decision events, the handlers
-	// (Call, CallWith, Within with LayerHandler) of the session that were
-	// running, oldest first: which tool calls a verdict waited for or
+	// (Begin, Call, Within with LayerHandler) of the session that were
+	// running, oldest first and at most 100 (HandlersInFlight counts them
+	// all): which tool calls a verdict waited for or
 	// killed. On a deadline record (KindHandlerDeadline) it holds the
 	// call (or Within layer) that died, alone, with its start and all its
 	// limits, from which Replay re-derives which limit fired; deadline

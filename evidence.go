@@ -247,9 +247,9 @@ func (s *Session) snapshotInto(chs []decide.Channel, now time.Time) (decide.Snap
 	}
 	r := s.r()
 	var until time.Time
-	for _, l := range r.bounded {
+	for l := r.calls.Front(); l != nil; l = l.inCalls.Next() {
 		if at := l.progAt.Load(); at > 0 {
-			latest = max(latest, toNanos(l.idleRef(at)))
+			latest = max(latest, toNanos(l.limits(at).ProgressAt))
 		}
 		end := l.deadline.Add(l.grace)
 		if l.state == layerFired {
@@ -267,7 +267,7 @@ func (s *Session) snapshotInto(chs []decide.Channel, now time.Time) (decide.Snap
 		grace = r.graceUntil // the grace ends at the first output
 	}
 	return decide.Snapshot{
-		BoundedWork:        len(r.bounded),
+		BoundedWork:        r.calls.Len(),
 		BoundedUntil:       until,
 		Waiting:            r.waiter != nil || r.backingOff,
 		SessionStartedAt:   s.sessionStartedAt,

@@ -49,12 +49,16 @@ func runAgent(ctx context.Context) error {
 	out := s.Writer(watchdog.ChannelStdout, os.Stdout) // every write is evidence
 	fmt.Fprintln(out, "agent: planning")
 
-	// A tool call under its own deadline. Call records it on the mcp_tool
-	// channel by itself, as it starts and as it ends: touch nothing around it.
-	err := watchdog.Call(ctx, "web_search", 2*time.Minute, func(ctx context.Context) error {
-		return webSearch(ctx, "fsnotify recursive watch")
-	})
+	// A tool call under its own deadline: it begins here and ends with its
+	// result, as a model's tool_use and tool_result do (End may be called on
+	// another goroutine). It is mcp_tool evidence as it begins and as it
+	// ends: touch nothing around it.
+	call, err := watchdog.Begin(ctx, "web_search", watchdog.CallLimits{Cap: 2 * time.Minute})
 	if err != nil {
+		return err
+	}
+	err = webSearch(call.Context(), "fsnotify recursive watch")
+	if err = call.End(err); err != nil { // the call's deadline error if it fired first
 		return err
 	}
 	return think(ctx) // the agent hangs here, silent

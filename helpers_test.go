@@ -84,3 +84,13 @@ func jsonField(t testing.TB, e watchdog.Event, key string) any {
 	require.NoError(t, json.Unmarshal(b, &m))
 	return m[key]
 }
+
+// callWith runs fn as the call name under l: Begin, then Run (the function
+// form with idle limits, which CallWith was).
+func callWith(ctx context.Context, name string, l watchdog.CallLimits, fn func(context.Context) error) error {
+	h, err := watchdog.Begin(ctx, name, l)
+	if err != nil {
+		return err
+	}
+	return h.Run(fn)
+}

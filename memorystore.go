@@ -48,11 +48,11 @@ func NewMemoryStore() *MemoryStore {
 // NewMemoryStore does. A Retention with a negative field is an error
 // wrapping ErrInvalidArgument that names it, and no store.
 func NewMemoryStoreWithRetention(r Retention) (*MemoryStore, error) {
-	if err := r.Validate(); err != nil {
+	if err := r.check(); err != nil {
 		return nil, err
 	}
 	m := &MemoryStore{log: memlog.New(), subs: make(map[string]map[*relay.Relay[Event]]struct{})}
-	m.idx = retain.New(retain.Policy{Windows: r.KeepWindows, After: r.ForgetAfter}, m.log.Drop)
+	m.idx = retain.New(r.policy(), m.log.Drop)
 	return m, nil
 }
 

@@ -21,14 +21,14 @@ type Observer struct {
 	// overruns...). Events the store refused are not reported.
 	OnEvent func(e Event)
 
-	// OnHandler is called when a deadline layer (Within, Call, RunPhase)
-	// starts, on the caller's goroutine, with the budget left. The context
-	// it returns (when not nil) becomes the layer's context, so a tracer
-	// can start a span there. The function it returns (when not nil) is
-	// called once when the layer ends, with the error the caller gets and
-	// the overrun event when the deadline fired (its DyingSpan names the
-	// step that was running), so the handler and the verdict it caused
-	// share one trace.
+	// OnHandler is called when a deadline layer (Begin, Call, Within,
+	// RunPhase) starts, on the caller's goroutine, with the budget left.
+	// The context it returns (when not nil) becomes the layer's context,
+	// so a tracer can start a span there. The function it returns (when
+	// not nil) is called once when the layer ends (End, or Run's return),
+	// with the error the caller gets and the overrun event when the
+	// deadline fired (its DyingSpan names the step that was running), so
+	// the handler and the verdict it caused share one trace.
 	OnHandler func(ctx context.Context, layer Layer, name string, remaining time.Duration) (context.Context, func(err error, overrun *Event))
 
 	// OnSchedulerTick is called after scheduler passes that found

@@ -146,7 +146,7 @@ func WithLogger(l *zap.Logger) Option {
 }
 
 // WithCallRecords makes the Watchdog record each handler that returns (a
-// Call, CallWith or Within with LayerHandler: a tool call) as a
+// Begin, Call or Within with LayerHandler: a tool call) as a
 // KindCallCompleted event, up to n per session window; later ones in the
 // window are not recorded (the count of those that were is the bound a
 // reader sees). The event says the handler's name, how long it ran

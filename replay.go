@@ -257,23 +257,23 @@ func describe(v decide.Verdict, extra []string) string {
 }
 
 // replayCallDeadline re-derives the deadline record e from the call c it
-// carries, as (*layer).hit decides: the cap, from the start, first; then
-// the idle limit, from the last progress, or before any the first-progress
-// limit (FirstProgressSeconds, else IdleSeconds) from the start. It
-// returns the record and the re-derivation as Replay compares them (rule,
-// measure and limit), and whether they match.
+// carries, by the rule the deadline layer applies live (decide.Call): the
+// cap, from the start, first; then the idle limit, from the last progress,
+// or before any the first-progress limit (FirstProgressSeconds, else
+// IdleSeconds) from the start. It returns the record and the
+// re-derivation as Replay compares them (rule, measure and limit), and
+// whether they match.
 //
 // No tolerance is needed for the instants: the record holds the progress
 // instant the verdict used (one reading, taken before the verdict), the
-// call's start and the record's instant, all to the
-// nanosecond. The limits are recorded as float64 seconds, which hold
-// every nanosecond of a duration under 2^51 ns (26 days) but not above:
-// there a limit is re-derived within limitSlack, and a record's instant
-// that close to its due instant matches either rule that may be due.
+// call's start and the record's instant, all to the nanosecond. The limits
+// are recorded as float64 seconds, which hold every nanosecond of a
+// duration under 2^51 ns (26 days) but not above: there the rule is also
+// applied to limits limitSlack shorter and longer, and a record one of them
+// gives matches.
 func replayCallDeadline(e Event, c CallInFlight) (recorded, derived string, ok bool) {
 	recorded = fmt.Sprintf("handler %q layer %s rule=%s measure=%.9f limit=%.9f %s", e.Handler, e.Layer, e.Rule,
 		e.MeasureSeconds, e.LimitSeconds, progressText(e.ProgressValue, e.ProgressAt))
-	progress := progressText(c.Progress, c.ProgressAt)
 	for _, f := range []float64{c.BudgetSeconds, c.IdleSeconds, c.FirstProgressSeconds} {
 		if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || c.BudgetSeconds == 0 {
 			return recorded, fmt.Sprintf("a call with valid limits, not cap %v idle %v first progress %v",
@@ -284,38 +284,49 @@ func replayCallDeadline(e Event, c CallInFlight) (recorded, derived string, ok b
 		return recorded, fmt.Sprintf("progress at or after the call's start %s, not %s",
 			c.StartedAt.Format(time.RFC3339Nano), c.ProgressAt.Format(time.RFC3339Nano)), false
 	}
-	capRule, idleRule := string(c.Layer)+"_deadline", string(c.Layer)+"_idle"
+	first := c.FirstProgressSeconds
+	if first == 0 {
+		first = c.IdleSeconds
+	}
 	now := e.OccurredAt
-	capDue, capState := limitDue(c.StartedAt, c.BudgetSeconds, now)
-	capText := fmt.Sprintf("handler %q layer %s rule=%s measure=%.9f limit=%.9f %s", c.Name, c.Layer, capRule,
-		now.Sub(c.StartedAt).Seconds(), c.BudgetSeconds, progress)
-	ref, limit := c.StartedAt, c.FirstProgressSeconds
-	if !c.ProgressAt.IsZero() {
-		ref, limit = c.ProgressAt, c.IdleSeconds
-	} else if limit == 0 {
-		limit = c.IdleSeconds
+	var exact string
+	for i, sign := range []time.Duration{0, -1, 1} {
+		lim := func(s float64) time.Duration { return secondsDuration(s) + sign*limitSlack(s) }
+		call := decide.Call{Start: c.StartedAt, Cap: lim(c.BudgetSeconds), Idle: lim(c.IdleSeconds), First: lim(first), ProgressAt: c.ProgressAt}
+		hit, next := call.Hit(now)
+		d := callText(c, call, hit, next, now, first)
+		if i == 0 {
+			exact = d
+		}
+		if d == recorded {
+			return recorded, d, true
+		}
+		if limitSlack(c.BudgetSeconds)+limitSlack(c.IdleSeconds)+limitSlack(first) == 0 {
+			break // the exact limits are the only ones
+		}
 	}
-	idleDue, idleState := limitDue(ref, limit, now)
-	if limit == 0 {
-		idleState = notDue // no idle limit
+	return recorded, exact, false
+}
+
+// callText renders what the call-limit rule says of c at now (hit, or
+// the next instant to look) the way Replay compares it with a record.
+func callText(c CallInFlight, call decide.Call, hit decide.CallLimit, next, now time.Time, first float64) string {
+	progress := progressText(c.Progress, c.ProgressAt)
+	limit := c.IdleSeconds
+	if c.ProgressAt.IsZero() {
+		limit = first
 	}
-	idleText := fmt.Sprintf("handler %q layer %s rule=%s measure=%.9f limit=%.9f %s", c.Name, c.Layer, idleRule,
-		now.Sub(ref).Seconds(), limit, progress)
 	switch {
-	case e.Rule == capRule && capState != notDue:
-		derived = capText
-	case e.Rule == idleRule && capState != due && idleState != notDue:
-		derived = idleText
-	case capState == due || capState == maybeDue && idleState == notDue:
-		derived = capText
-	case idleState != notDue:
-		derived = idleText
-	case idleState == notDue && limit > 0 && idleDue.Before(capDue):
-		return recorded, fmt.Sprintf("nothing due at %s: %s not before %s", now.Format(time.RFC3339Nano), idleRule, idleDue.Format(time.RFC3339Nano)), false
-	default:
-		return recorded, fmt.Sprintf("nothing due at %s: %s not before %s", now.Format(time.RFC3339Nano), capRule, capDue.Format(time.RFC3339Nano)), false
+	case hit == decide.CallCap:
+		return fmt.Sprintf("handler %q layer %s rule=%s_deadline measure=%.9f limit=%.9f %s", c.Name, c.Layer, c.Layer,
+			now.Sub(c.StartedAt).Seconds(), c.BudgetSeconds, progress)
+	case hit == decide.CallIdle:
+		return fmt.Sprintf("handler %q layer %s rule=%s_idle measure=%.9f limit=%.9f %s", c.Name, c.Layer, c.Layer,
+			now.Sub(call.IdleRef()).Seconds(), limit, progress)
+	case call.IdleLimit() > 0 && next.Before(call.Start.Add(call.Cap)):
+		return fmt.Sprintf("nothing due at %s: %s_idle not before %s", now.Format(time.RFC3339Nano), c.Layer, next.Format(time.RFC3339Nano))
 	}
-	return recorded, derived, recorded == derived
+	return fmt.Sprintf("nothing due at %s: %s_deadline not before %s", now.Format(time.RFC3339Nano), c.Layer, next.Format(time.RFC3339Nano))
 }
 
 // progressText renders a call's last progress the way Replay compares it.
@@ -324,26 +335,6 @@ func progressText(v uint64, at time.Time) string {
 		return fmt.Sprintf("progress=%d (never advanced)", v)
 	}
 	return fmt.Sprintf("progress=%d at %s", v, at.UTC().Format(time.RFC3339Nano))
-}
-
-// The states of a limit at an instant (see limitDue).
-const (
-	notDue   = iota
-	maybeDue // within limitSlack of its due instant
-	due
-)
-
-// limitDue reports the instant a limit of s seconds from start comes due,
-// and whether it has come at now (decide.Expired, within limitSlack).
-func limitDue(start time.Time, s float64, now time.Time) (time.Time, int) {
-	d, slack := secondsDuration(s), limitSlack(s)
-	switch {
-	case decide.Expired(start, d+slack, now):
-		return start.Add(d), due
-	case decide.Expired(start, d-slack, now):
-		return start.Add(d), maybeDue
-	}
-	return start.Add(d), notDue
 }
 
 // limitSlack is how far a limit recorded as s seconds (Duration.Seconds)

@@ -124,7 +124,7 @@ func TestACallInASessionEndsExactlyItsIdleLimitAfterTheLastProgress(t *testing.T
 		begin := time.Now()
 		s, err := w.Start(ctx, "s", begin, watchdog.Policy{})
 		require.NoError(t, err)
-		err = watchdog.CallWith(s.Context(), "llm", watchdog.CallLimits{Cap: time.Minute, Idle: time.Second}, func(ctx context.Context) error {
+		err = callWith(s.Context(), "llm", watchdog.CallLimits{Cap: time.Minute, Idle: time.Second}, func(ctx context.Context) error {
 			time.Sleep(700 * time.Millisecond)
 			watchdog.Progress(ctx, 1)
 			time.Sleep(30 * time.Millisecond)

@@ -3,6 +3,8 @@ package watchdog
 import (
 	"fmt"
 	"time"
+
+	"github.com/sessionwatchdog/watchdog/internal/retain"
 )
 
 // Retention bounds what a store keeps of ended sessions, so that a
@@ -57,14 +59,15 @@ type Retention struct {
 	ForgetAfter time.Duration
 }
 
-// Validate returns an error wrapping ErrInvalidArgument that names the
-// field when r has a negative field, else nil.
-func (r Retention) Validate() error {
-	if r.KeepWindows < 0 {
-		return fmt.Errorf("%w: retention: KeepWindows %d is negative (0 keeps every window)", ErrInvalidArgument, r.KeepWindows)
-	}
-	if r.ForgetAfter < 0 {
-		return fmt.Errorf("%w: retention: ForgetAfter %v is negative (0 keeps ended sessions)", ErrInvalidArgument, r.ForgetAfter)
+// check returns an error wrapping ErrInvalidArgument that names the field
+// when r has a negative field, else nil.
+func (r Retention) check() error {
+	if err := r.policy().Check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	return nil
+}
+
+func (r Retention) policy() retain.Policy {
+	return retain.Policy{Windows: r.KeepWindows, After: r.ForgetAfter}
 }

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/ilist"
 	"github.com/sessionwatchdog/watchdog/internal/sched"
 )
 
@@ -56,15 +57,15 @@ type Session struct {
 // layers, the waiting watchdog and RunPhase. It is allocated on first use,
 // under w.mu, so a plain session stays small.
 type sessionRare struct {
-	evx     []chanState   // the policy's extra channels' evidence; set before the session is shared, then only its atomics change
-	fired   *VerdictError // why the window ended, in stateFired; guarded by w.mu
-	waits   childWaits    // guarded by w.mu
-	rules   decide.State  // the rules' memory; guarded by w.mu
-	acting  bool          // a decision waits for the action goroutine; guarded by w.mu
-	failed  int           // consecutive failures of the action; guarded by w.mu
-	bounded []*layer      // in-flight handlers with a deadline; guarded by w.mu
-	waiter  *waiter       // armed waiting watchdog; guarded by w.mu
-	attempt *phaseAttempt // running RunPhase attempt; guarded by w.mu
+	evx     []chanState                  // the policy's extra channels' evidence; set before the session is shared, then only its atomics change
+	fired   *VerdictError                // why the window ended, in stateFired; guarded by w.mu
+	waits   childWaits                   // guarded by w.mu
+	rules   decide.State                 // the rules' memory; guarded by w.mu
+	acting  bool                         // a decision waits for the action goroutine; guarded by w.mu
+	failed  int                          // consecutive failures of the action; guarded by w.mu
+	calls   ilist.List[layer, callLinks] // in-flight handlers with a deadline, oldest first; guarded by w.mu
+	waiter  *waiter                      // armed waiting watchdog; guarded by w.mu
+	attempt *phaseAttempt                // running RunPhase attempt; guarded by w.mu
 
 	budgetFrom    time.Time                       // Policy.SupervisedOnly: the budget counts from here if later than the window's start; set before the session is shared
 	continued     bool                            // a resume continues the open window (see carry)
@@ -284,9 +285,6 @@ func (s *Session) Window() int { return int(s.window) }
 // StartedAt returns session_started_at: the session's original start, kept
 // across resumes and restarts.
 func (s *Session) StartedAt() time.Time { return s.w.wallNow(s.sessionStartedAt) }
-
-// WindowStartedAt returns when the current window began.
-func (s *Session) WindowStartedAt() time.Time { return s.w.wallNow(s.windowStartedAt) }
 
 // budgetStart is when the window's wall-clock budget counts from: its
 // start, or later under Policy.SupervisedOnly (see carry). Lock-free: a

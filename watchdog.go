@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/ilist"
 	"github.com/sessionwatchdog/watchdog/internal/index"
 	"github.com/sessionwatchdog/watchdog/internal/record"
 	"github.com/sessionwatchdog/watchdog/internal/sched"
@@ -55,9 +56,9 @@ type Watchdog struct {
 	mu       sync.Mutex // guards sessions, heap, closed
 	sessions index.Index[Session]
 	heap     sched.Heap[timed]
-	layers   map[*layer]struct{} // in-flight deadline layers
-	popped   []timed             // scratch of pass
-	ef       effects             // scratch of pass; owned by the scheduler goroutine
+	layers   ilist.List[layer, allLinks] // in-flight deadline layers
+	popped   []timed                     // scratch of pass
+	ef       effects                     // scratch of pass; owned by the scheduler goroutine
 	closed   bool
 	scratch  [maxChannels]decide.Channel // snapshotLocked's buffer; guarded by mu
 
@@ -126,7 +127,6 @@ func New(opts ...Option) *Watchdog {
 		ids:     record.IDs{Prefix: c.idPrefix},
 		owner:   strings.TrimSuffix(c.idPrefix, "-"),
 		fleet:   newFleet(c.store, &c),
-		layers:  make(map[*layer]struct{}),
 		obs:     c.obs,
 		rt:      rt,
 		wakeCh:  make(chan struct{}, 1),
@@ -406,17 +406,17 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		}
 		w.sessions.Reset()
 		var layers []*layer
-		for l := range w.layers {
+		for l := w.layers.Front(); l != nil; l = l.inAll.Next() {
 			if l.state != layerDone {
 				l.state, l.cause = layerDone, ErrClosed
 				layers = append(layers, l)
 			}
 		}
-		clear(w.layers)
+		w.layers = ilist.List[layer, allLinks]{}
 		w.mu.Unlock()
 		for _, l := range layers { // release callers waiting on handlers
 			l.cancel(ErrClosed)
-			close(l.abandon)
+			l.giveUp()
 		}
 
 		close(w.done)

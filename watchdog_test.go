@@ -109,7 +109,7 @@ func TestZeroWallClockMeansTheFourHourDefault(t *testing.T) {
 	w := newWatchdog(t, mock, watchdog.NewMemoryStore())
 	s, err := w.Start(context.Background(), "s", mock.Now(), watchdog.Policy{})
 	require.NoError(t, err)
-	assert.Equal(t, 4*time.Hour, s.Deadline().Sub(s.WindowStartedAt()))
+	assert.Equal(t, 4*time.Hour, s.Deadline().Sub(s.Snapshot().WindowStartedAt))
 	advance(t, mock, 4*time.Hour, w)
 	require.NoError(t, s.Context().Err())
 	advance(t, mock, time.Nanosecond, w)
@@ -173,7 +173,7 @@ func TestResumeBeforeTheFireKeepsTheOriginalStartAcrossARestart(t *testing.T) {
 	s, err := w2.Resume(context.Background(), "s", p)
 	require.NoError(t, err)
 	assert.Equal(t, t0, s.StartedAt())
-	assert.Equal(t, t0, s.WindowStartedAt())
+	assert.Equal(t, t0, s.Snapshot().WindowStartedAt)
 	assert.Equal(t, 1, s.Window())
 	assert.Equal(t, t0.Add(10*time.Second), s.Deadline())
 
@@ -207,7 +207,7 @@ func TestResumeAfterTheCancelOpensAFreshWindowAtTheResumeMoment(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, s2.Window())
 	assert.Equal(t, t0, s2.StartedAt(), "session_started_at never changes")
-	assert.Equal(t, resumeAt, s2.WindowStartedAt())
+	assert.Equal(t, resumeAt, s2.Snapshot().WindowStartedAt)
 
 	advance(t, mock, 10*time.Second, w2)
 	require.NoError(t, s2.Context().Err())
@@ -248,7 +248,7 @@ func TestResumeContinuesAnOpenWindowUnderItsRecordedPolicy(t *testing.T) {
 	s2, err := w2.Resume(context.Background(), "s", other)
 	require.NoError(t, err)
 	assert.Equal(t, 2, s2.Window())
-	assert.Equal(t, s2.WindowStartedAt().Add(time.Hour), s2.Deadline(), "a new window takes the policy passed")
+	assert.Equal(t, s2.Snapshot().WindowStartedAt.Add(time.Hour), s2.Deadline(), "a new window takes the policy passed")
 	require.NoError(t, s2.Stop())
 	require.NoError(t, w2.Close(context.Background()))
 

@@ -421,25 +421,14 @@ func toolCallLog(t *testing.T, p watchdog.Policy) []watchdog.Event {
 	return load(t, store, "s")
 }
 
-// toolCall runs a tool call name (cap 1 min) on s that returns after the
-// mock clock has been advanced by d.
+// toolCall runs a tool call name (cap 1 min) on s that ends after the mock
+// clock has been advanced by d.
 func toolCall(t *testing.T, s *watchdog.Session, mock *clock.Mock, w *watchdog.Watchdog, name string, d time.Duration) {
 	t.Helper()
-	started, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() {
-		done <- watchdog.Call(s.Context(), name, time.Minute, func(ctx context.Context) error {
-			close(started)
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			return nil
-		})
-	}()
-	testwait.For(t, started, "the tool call "+name+" to start")
+	call, err := watchdog.Begin(s.Context(), name, watchdog.CallLimits{Cap: time.Minute})
+	require.NoError(t, err)
 	advance(t, mock, d, w)
-	close(release)
-	testwait.For(t, done, "the tool call "+name+" to return")
+	require.NoError(t, call.End(nil))
 }
 
 // With WithCallRecords, the log holds every tool call's interval: a call
@@ -509,4 +498,41 @@ func TestWhatIfIsUndeterminedPastACallWithoutARecordOfItsEnd(t *testing.T) {
 	assert.Contains(t, got.Undetermined, `the call "fetch" in flight at`)
 	assert.Contains(t, got.Undetermined, "has no record of its end")
 	assert.Empty(t, got.Candidate, "no decision claimed past what the log holds")
+}
+
+// A verdict lists at most the 100 oldest calls in flight and counts them
+// all: with more in flight, what-if cannot tell from the log when the ones
+// left out ended, so it reports the window undetermined from there rather
+// than guess.
+func TestWhatIfIsUndeterminedWhenAVerdictListsFewerCallsThanItCounts(t *testing.T) {
+	mock := newMock()
+	store := watchdog.NewMemoryStore()
+	w := newWatchdog(t, mock, store, watchdog.WithCheckpoints(time.Second), watchdog.WithCallRecords(1000))
+	ctx := context.Background()
+	recorded := watchdog.Policy{WallClock: time.Hour, IdleWindow: 2 * time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 3, Mode: watchdog.ModeShadow}
+	s, err := w.Start(ctx, "s", t0, recorded)
+	require.NoError(t, err)
+	var calls []*watchdog.CallHandle
+	for range 101 {
+		call, err := watchdog.Begin(s.Context(), "tool", watchdog.CallLimits{Cap: time.Minute})
+		require.NoError(t, err)
+		calls = append(calls, call)
+	}
+	advance(t, mock, 5*time.Second, w)
+	for _, c := range calls {
+		require.NoError(t, c.End(nil))
+	}
+	advance(t, mock, 10*time.Second, w)
+	require.NoError(t, s.Stop())
+	require.NoError(t, w.Close(ctx))
+	events := load(t, store, "s")
+	capped := false
+	for _, e := range events {
+		capped = capped || (e.HandlersInFlight == 101 && len(e.CallsInFlight) == 100)
+	}
+	require.True(t, capped, "a verdict lists 100 of the 101 calls in flight")
+
+	got := whatIf(t, events, watchdog.Policy{WallClock: time.Hour, IdleWindow: time.Second, EvidenceTTL: watchdog.Off, SettleChecks: 1}, 0)
+	assert.Equal(t, whatif.Undetermined, got.Outcome)
+	assert.Contains(t, got.Undetermined, "the verdict does not list them all")
 }

@@ -93,8 +93,30 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 			invalid(t, watchdog.RecordCheckpoint(nilCtx, nil, watchdog.Checkpoint{}))
 			invalid(t, watchdog.RecordCheckpoint(context.Background(), watchdog.NewMemoryStore(), watchdog.Checkpoint{}))
 		},
-		"CallWith": func(t *testing.T) {
-			invalid(t, watchdog.CallWith(nilCtx, "", watchdog.CallLimits{}, nil))
+		"Begin": func(t *testing.T) {
+			h, err := watchdog.Begin(nilCtx, "", watchdog.CallLimits{})
+			invalid(t, err)
+			assert.Nil(t, h)
+			_, err = watchdog.Begin(context.Background(), "x", watchdog.CallLimits{})
+			invalid(t, err)
+		},
+		"CallHandle.Context": func(t *testing.T) {
+			for _, h := range []*watchdog.CallHandle{nil, {}} {
+				invalid(t, context.Cause(h.Context()))
+			}
+		},
+		"CallHandle.End": func(t *testing.T) {
+			for _, h := range []*watchdog.CallHandle{nil, {}} {
+				invalid(t, h.End(nil))
+			}
+		},
+		"CallHandle.Run": func(t *testing.T) {
+			for _, h := range []*watchdog.CallHandle{nil, {}} {
+				invalid(t, h.Run(nil))
+			}
+			h, err := watchdog.Begin(context.Background(), "x", watchdog.CallLimits{Cap: time.Minute})
+			require.NoError(t, err)
+			invalid(t, h.Run(nil))
 		},
 		"Progress":    func(t *testing.T) { assert.False(t, watchdog.Progress(nilCtx, 0)) },
 		"FromContext": func(t *testing.T) { assert.Nil(t, watchdog.FromContext(nilCtx)) },
@@ -122,7 +144,6 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 			require.NoError(t, err)
 			assert.NotNil(t, m)
 		},
-		"Retention.Validate": func(t *testing.T) { require.NoError(t, watchdog.Retention{}.Validate()) },
 		"Policy.MarshalJSON": func(t *testing.T) {
 			_, err := watchdog.Policy{}.MarshalJSON()
 			require.NoError(t, err)
@@ -203,8 +224,12 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 			_, s := newSession(t)
 			invalid(t, s.WatchWorkspace(""))
 		},
-		"Session.Window":          func(t *testing.T) { _, s := newSession(t); assert.Equal(t, 1, s.Window()) },
-		"Session.WindowStartedAt": func(t *testing.T) { _, s := newSession(t); assert.Equal(t, t0, s.WindowStartedAt()) },
+		"Session.Window": func(t *testing.T) { _, s := newSession(t); assert.Equal(t, 1, s.Window()) },
+		"Session.Snapshot": func(t *testing.T) {
+			_, s := newSession(t)
+			assert.Equal(t, t0, s.Snapshot().WindowStartedAt)
+			assert.Equal(t, watchdog.Snapshot{}, (*watchdog.Session)(nil).Snapshot())
+		},
 		"Session.Writer": func(t *testing.T) {
 			_, s := newSession(t)
 			_, err := s.Writer(0, nil).Write([]byte("x"))

@@ -9,7 +9,7 @@
 //		})},
 //	}
 //
-// An invokable tool runs as watchdog.CallWith(ctx, toolName, limits, ...):
+// An invokable tool runs as callWith(ctx, toolName, limits, ...):
 // its context carries the limits (and a Deadline), and the tool reports
 // progress with watchdog.Progress(ctx, n).
 //
@@ -25,7 +25,7 @@
 // are guarded the same way.
 //
 // Inside a watched session the calls are tool-call evidence and their
-// overruns are recorded (see watchdog.CallWith), and with
+// overruns are recorded (see watchdog.Begin), and with
 // watchdog.WithCallRecords each call's end (a stream's: when it ends) is
 // recorded as runtime.handler.completed; without a session they run on real
 // timers.
@@ -147,7 +147,7 @@ func Middleware(b Budgets) compose.ToolMiddleware {
 // invoke runs an invokable tool call (plain or enhanced) under l.
 func invoke[O any](ctx context.Context, in *compose.ToolInput, l watchdog.CallLimits, next func(context.Context, *compose.ToolInput) (*O, error)) (*O, error) {
 	var out *O
-	err := watchdog.CallWith(ctx, in.Name, l, func(cctx context.Context) error {
+	err := callWith(ctx, in.Name, l, func(cctx context.Context) error {
 		var err error
 		out, err = next(cctx, in)
 		return err
@@ -175,7 +175,7 @@ func guardStream[T any](ctx context.Context, in *compose.ToolInput, l watchdog.C
 	go func() {
 		defer w.Close()
 		var streaming atomic.Bool // written by the call's goroutine, which an abandoning call leaves behind
-		err := watchdog.CallWith(ctx, in.Name, l, func(cctx context.Context) error {
+		err := callWith(ctx, in.Name, l, func(cctx context.Context) error {
 			src, err := open(cctx)
 			if err != nil {
 				return err
@@ -240,4 +240,15 @@ func guardStream[T any](ctx context.Context, in *compose.ToolInput, l watchdog.C
 		return nil, err
 	}
 	return out, nil
+}
+
+// callWith runs fn as the call name under l: watchdog.Begin, then Run (the
+// function form, which abandons fn past its grace if it ignores its
+// context).
+func callWith(ctx context.Context, name string, l watchdog.CallLimits, fn func(context.Context) error) error {
+	h, err := watchdog.Begin(ctx, name, l)
+	if err != nil {
+		return err
+	}
+	return h.Run(fn)
 }

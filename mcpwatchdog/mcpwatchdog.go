@@ -9,7 +9,7 @@
 //	client := mcp.NewClient(impl, &mcp.ClientOptions{ProgressNotificationHandler: g.ProgressHandler(nil)})
 //	client.AddSendingMiddleware(g.Middleware())
 //
-// Each tools/call then runs as watchdog.CallWith(ctx, toolName, limits, ...).
+// Each tools/call then runs as callWith(ctx, toolName, limits, ...).
 // Inside a watched session (ctx derives from Session.Context):
 //
 //   - the call is tool-call evidence on the session (ChannelMCPTool) at its
@@ -34,7 +34,7 @@
 // On a verdict the call's context is cancelled. By default (go-sdk v1.8.0,
 // the version this module requires) the SDK then
 // retires the call and returns at once with the context's error (which
-// CallWith turns into the *watchdog.VerdictError), and sends the server its
+// the call turns into the *watchdog.VerdictError), and sends the server its
 // notifications/cancelled message in the background, bounded by the SDK's
 // own 5 s timeout: a slow or unresponsive peer does not hold the caller.
 //
@@ -158,7 +158,7 @@ func (g *Guard) Middleware() mcp.Middleware {
 			}
 			key := callKey{cr.Session, tokenKey(token)}
 			var res mcp.Result
-			err := watchdog.CallWith(ctx, p.Name, g.limits(p.Name), func(cctx context.Context) error {
+			err := callWith(ctx, p.Name, g.limits(p.Name), func(cctx context.Context) error {
 				entry := &cctx
 				g.mu.Lock()
 				g.calls[key] = append(g.calls[key], entry)
@@ -210,4 +210,15 @@ func (g *Guard) ProgressHandler(next func(context.Context, *mcp.ProgressNotifica
 			next(ctx, req)
 		}
 	}
+}
+
+// callWith runs fn as the call name under l: watchdog.Begin, then Run (the
+// function form, which abandons fn past its grace if it ignores its
+// context).
+func callWith(ctx context.Context, name string, l watchdog.CallLimits, fn func(context.Context) error) error {
+	h, err := watchdog.Begin(ctx, name, l)
+	if err != nil {
+		return err
+	}
+	return h.Run(fn)
 }

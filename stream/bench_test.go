@@ -32,7 +32,7 @@ func (c *countStream) Close() error   { return nil }
 
 var (
 	sink   string
-	limits = stream.Limits{Idle: time.Minute, Cap: time.Hour}
+	limits = watchdog.CallLimits{Idle: time.Minute, Cap: time.Hour}
 )
 
 // contexts are the guarded benchmarks' contexts: none (the guard runs on

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/stream"
 )
 
@@ -53,7 +54,7 @@ func ExampleGuard() {
 		return &sliceStream{chunks: []chunk{{"Hel"}, {"lo"}, {""}}, closed: make(chan struct{})}
 	}
 	s := stream.Guard(context.Background(), "llm", open,
-		stream.Limits{Idle: 100 * time.Millisecond, Cap: time.Minute},
+		watchdog.CallLimits{Idle: 100 * time.Millisecond, Cap: time.Minute},
 		func(c chunk) bool { return c.text != "" }) // pings and empty deltas are not progress
 	defer s.Close()
 	var text string
@@ -103,7 +104,7 @@ func ExampleReader() {
 		return ok && len(bytes.TrimSpace(data)) > 0
 	}
 	body, err := stream.Reader(context.Background(), "events", open,
-		stream.Limits{FirstChunk: 10 * time.Second, Idle: 200 * time.Millisecond, Cap: time.Minute}, isData)
+		watchdog.CallLimits{FirstProgress: 10 * time.Second, Idle: 200 * time.Millisecond, Cap: time.Minute}, isData)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -27,7 +27,8 @@
 // with the last progress). Progress chunks count as evidence on the
 // session (see watchdog.Progress).
 //
-// A guard is a watchdog.CallWith call named name, run on the session's
+// A guard is a call (watchdog.Begin) named name, under a
+// watchdog.CallLimits (FirstProgress is the first chunk's limit), run on the session's
 // Watchdog and clock when ctx belongs to a watched session (so tests drive it
 // with the mock clock), on real timers otherwise. Per progress chunk it costs
 // a watchdog.Progress call: no allocation, no timer reset, and no clock read
@@ -42,7 +43,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sessionwatchdog/watchdog"
 )
@@ -52,74 +52,45 @@ import (
 // matches watchdog.ErrDeadlineExceeded but not ErrStalled.
 var ErrStalled = errors.New("stream: stalled")
 
-// Limits are a stream's limits.
-type Limits struct {
-	// FirstChunk is the longest until the first progress chunk, from the
-	// guard's start (the time a model may think before its first token).
-	// Zero means Idle.
-	FirstChunk time.Duration
-	// Idle is the longest between two progress chunks. Zero means none.
-	Idle time.Duration
-	// Cap is the longest the stream may run, from the guard's start;
-	// nothing extends it. Required (positive).
-	Cap time.Duration
-}
-
 // guard is what the three shapes share: the call that holds the limits,
-// run by a goroutine until the stream ends, and the progress count.
+// a handle begun when the stream opens and ended when the consumer is done
+// with it, and the progress count. Nothing of it runs while the stream
+// flows: the call's end, if it comes first, runs unblock.
 type guard struct {
+	h       *watchdog.CallHandle
 	ctx     context.Context // the call's, for Progress; nil if the call never started
 	n       uint64          // progress chunks so far; the consumer's goroutine only
 	stopped atomic.Bool     // the call ended first (a stall, the cap, ctx): the stream is being closed
-	done    chan struct{}   // closed when the consumer is done with the stream
-	ended   chan struct{}   // closed when the call returned; err is set before
-	err     error           // why the call ended the stream, nil if it did not
-	once    sync.Once       // closes done
-	unblock func()          // closes the stream, or cancels the producer; called at most once, by the call's goroutine
+	stop    func() bool     // stops the call's end from running unblock
+	cut     chan struct{}   // closed when unblock has run
+	err     error           // why the call ended the stream, nil if it did not; set by finish
+	once    sync.Once       // runs finish's work once
 }
 
-// start runs the call for the stream and returns once it is armed (or
-// refused). unblock is called, on the call's goroutine, if the call ends
-// before the consumer is done.
-func (g *guard) start(ctx context.Context, name string, l Limits, unblock func()) {
-	g.done, g.ended, g.unblock = make(chan struct{}), make(chan struct{}), unblock
-	ready := make(chan context.Context, 1)
-	go func() {
-		defer close(g.ended)
-		err := watchdog.CallWith(ctx, name, watchdog.CallLimits{Cap: l.Cap, Idle: l.Idle, FirstProgress: l.FirstChunk},
-			func(cctx context.Context) error {
-				ready <- cctx
-				select {
-				case <-g.done:
-					return nil
-				case <-cctx.Done():
-					return context.Cause(cctx)
-				}
-			})
-		if err == nil {
-			return // the consumer was done first
-		}
-		var v *watchdog.VerdictError
-		if errors.As(err, &v) && v.Rule == "handler_idle" {
-			err = fmt.Errorf("%w: %s %q: no progress chunk within %v: %w", ErrStalled, v.Layer, v.Name, v.Budget, err)
-		}
-		g.err = err
-		g.stopped.Store(true)
-		if g.unblock != nil {
-			g.unblock()
-		}
-	}()
-	select {
-	case g.ctx = <-ready:
-	case <-g.ended: // refused: bad limits, or ctx already done
+// start begins the call for the stream (or refuses it). unblock is called,
+// on a goroutine of the context package, if the call ends before the
+// consumer is done.
+func (g *guard) start(ctx context.Context, name string, l watchdog.CallLimits, unblock func()) {
+	h, err := watchdog.Begin(ctx, name, l)
+	if err != nil {
+		g.refuse(err)
+		return
 	}
+	g.h, g.ctx, g.cut = h, h.Context(), make(chan struct{})
+	g.stop = context.AfterFunc(g.ctx, func() {
+		defer close(g.cut)
+		g.stopped.Store(true)
+		if unblock != nil {
+			unblock()
+		}
+	})
 }
 
 // refuse is start for bad input found before the call: the guard never
 // runs (g.ctx stays nil) and finish returns err.
 func (g *guard) refuse(err error) {
-	g.done, g.ended, g.err = make(chan struct{}), make(chan struct{}), err
-	close(g.ended)
+	g.err = err
+	g.once.Do(func() {})
 }
 
 // chunk counts one progress chunk.
@@ -128,10 +99,24 @@ func (g *guard) chunk() {
 	watchdog.Progress(g.ctx, g.n)
 }
 
-// finish tells the call the consumer is done and waits for it: afterwards
-// g.err says whether the call ended the stream first.
+// finish ends the call as the consumer is done with the stream, after
+// unblock if the call's end ran it: afterwards g.err says whether the call
+// ended the stream first (its limit's error, ErrStalled for a stall, or
+// ctx's cause).
 func (g *guard) finish() error {
-	g.once.Do(func() { close(g.done) })
-	<-g.ended
+	g.once.Do(func() {
+		if !g.stop() {
+			<-g.cut // the call ended first
+		}
+		err := g.h.End(nil)
+		if err == nil && g.stopped.Load() {
+			err = context.Cause(g.ctx) // ctx ended it
+		}
+		var v *watchdog.VerdictError
+		if errors.As(err, &v) && v.Rule == "handler_idle" {
+			err = fmt.Errorf("%w: %s %q: no progress chunk within %v: %w", ErrStalled, v.Layer, v.Name, v.Budget, err)
+		}
+		g.err = err
+	})
 	return g.err
 }

@@ -105,7 +105,7 @@ func TestAStreamThatStallsAfterSomeChunksIsClosedAndReportsErrStalled(t *testing
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
 		f := newFakeStream(every(3, time.Second, chunk{"tok"}), true)
-		s := stream.Guard(context.Background(), "llm", opened(f), stream.Limits{FirstChunk: time.Minute, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
+		s := stream.Guard(context.Background(), "llm", opened(f), watchdog.CallLimits{FirstProgress: time.Minute, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
 		texts, at := drain(s)
 		assert.Len(t, texts, 3)
 		assert.Equal(t, 3*time.Second+5*time.Second, at.Sub(begin), "5 s after the last chunk: the first-chunk limit is over")
@@ -132,7 +132,7 @@ func TestPingsWithoutContentDoNotKeepAStreamAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
 		f := newFakeStream(every(100, 900*time.Millisecond, chunk{""}), false)
-		s := stream.Guard(context.Background(), "llm", opened(f), stream.Limits{FirstChunk: 10 * time.Second, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
+		s := stream.Guard(context.Background(), "llm", opened(f), watchdog.CallLimits{FirstProgress: 10 * time.Second, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
 		texts, at := drain(s)
 		assert.Len(t, texts, 11, "the pings are passed on until the stall")
 		assert.Equal(t, 10*time.Second, at.Sub(begin))
@@ -149,7 +149,7 @@ func TestAModelThatThinksBeforeItsFirstChunkHasTheFirstChunkLimit(t *testing.T) 
 	synctest.Test(t, func(t *testing.T) {
 		script := append([]step{{50 * time.Second, chunk{"first"}}}, every(10, time.Second, chunk{"tok"})...)
 		f := newFakeStream(script, false)
-		s := stream.Guard(context.Background(), "llm", opened(f), stream.Limits{FirstChunk: time.Minute, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
+		s := stream.Guard(context.Background(), "llm", opened(f), watchdog.CallLimits{FirstProgress: time.Minute, Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
 		texts, _ := drain(s)
 		assert.Len(t, texts, 11)
 		require.NoError(t, s.Err())
@@ -164,7 +164,7 @@ func TestTheCapEndsAStreamThatKeepsProgressing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
 		f := newFakeStream(every(1000, time.Second, chunk{"tok"}), false)
-		s := stream.Guard(context.Background(), "llm", opened(f), stream.Limits{Idle: 5 * time.Second, Cap: 30 * time.Second}, isProgress)
+		s := stream.Guard(context.Background(), "llm", opened(f), watchdog.CallLimits{Idle: 5 * time.Second, Cap: 30 * time.Second}, isProgress)
 		_, at := drain(s)
 		assert.Equal(t, 30*time.Second, at.Sub(begin))
 		err := s.Err()
@@ -179,7 +179,7 @@ func TestTheCapEndsAStreamThatKeepsProgressing(t *testing.T) {
 func TestAGuardWithoutACapRefusesToStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeStream(nil, false)
-		s := stream.Guard(context.Background(), "llm", opened(f), stream.Limits{Idle: time.Second}, nil)
+		s := stream.Guard(context.Background(), "llm", opened(f), watchdog.CallLimits{Idle: time.Second}, nil)
 		assert.False(t, s.Next())
 		require.ErrorIs(t, s.Err(), watchdog.ErrInvalidArgument)
 		require.NoError(t, s.Close())
@@ -214,7 +214,7 @@ func TestSeqStopsAStalledProducerAndYieldsErrStalled(t *testing.T) {
 		begin := time.Now()
 		var texts []string
 		var last error
-		for c, err := range stream.Seq(context.Background(), "llm", produce(every(4, time.Second, chunk{"tok"})), stream.Limits{Idle: 2 * time.Second, Cap: time.Hour}, isProgress) {
+		for c, err := range stream.Seq(context.Background(), "llm", produce(every(4, time.Second, chunk{"tok"})), watchdog.CallLimits{Idle: 2 * time.Second, Cap: time.Hour}, isProgress) {
 			if err != nil {
 				last = err
 				continue
@@ -240,7 +240,7 @@ func TestReaderClosesAStalledBodyAndReturnsErrStalled(t *testing.T) {
 			// then silent, never closed
 		}()
 		begin := time.Now()
-		r, err := stream.Reader(context.Background(), "body", openedBody(pr), stream.Limits{Idle: 5 * time.Second, Cap: time.Hour}, nil)
+		r, err := stream.Reader(context.Background(), "body", openedBody(pr), watchdog.CallLimits{Idle: 5 * time.Second, Cap: time.Hour}, nil)
 		require.NoError(t, err)
 		got, err := io.ReadAll(r)
 		assert.Len(t, got, 30)
@@ -287,7 +287,7 @@ func TestAGuardInASessionRecordsTheStallWithItsLastProgress(t *testing.T) {
 		return tool, others
 	}
 	f := &pushStream{ch: make(chan chunk), closed: make(chan struct{})}
-	s := stream.Guard(sess.Context(), "llm", opened(f), stream.Limits{Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
+	s := stream.Guard(sess.Context(), "llm", opened(f), watchdog.CallLimits{Idle: 5 * time.Second, Cap: time.Hour}, isProgress)
 	got, seen := make(chan int), make(chan struct{})
 	go func() {
 		n := 0

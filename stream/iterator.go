@@ -20,7 +20,7 @@ type Iterator[T any] interface {
 
 // Guarded is a guarded Iterator (see Guard). Like the streams it wraps, it
 // is for one goroutine, except that the guard itself closes the stream from
-// another goroutine on a stall, which is what unblocks a Next in progress.
+// the call's end (a goroutine of the context package) on a stall, which is what unblocks a Next in progress.
 // Always Close it (defer it): until Close, or until Next has returned
 // false, the guard runs, and a stream left unread stalls, is recorded as
 // such and closed. Time the caller spends between two Next calls counts
@@ -29,7 +29,7 @@ type Guarded[T any] struct {
 	g        guard
 	it       Iterator[T] // set once, under mu, before Guard returns
 	progress func(T) bool
-	mu       sync.Mutex // it, closed and closeErr against the guard's goroutine
+	mu       sync.Mutex // it, closed and closeErr against the guard's unblock
 	closed   bool
 	closeErr error
 }
@@ -39,7 +39,7 @@ type Guarded[T any] struct {
 // Guard returns, with the guard's context: it must make its request on that
 // context (the SDKs' NewStreaming(ctx, ...) do) and return the stream,
 // whose Next then reports a failed request as SDK streams do. The time open
-// takes counts toward l.FirstChunk and l.Cap; a stall while it waits for
+// takes counts toward l.FirstProgress and l.Cap; a stall while it waits for
 // the server's headers cancels its context. progress says whether a chunk is
 // progress (nil: every chunk is).
 //
@@ -51,7 +51,7 @@ type Guarded[T any] struct {
 // invalid name), or a ctx already done, makes the first Next return false
 // and Err return the reason (an error wrapping watchdog.ErrInvalidArgument,
 // or ctx's cause), without calling open; so does an open that returns nil.
-func Guard[T any](ctx context.Context, name string, open func(ctx context.Context) Iterator[T], l Limits, progress func(T) bool) *Guarded[T] {
+func Guard[T any](ctx context.Context, name string, open func(ctx context.Context) Iterator[T], l watchdog.CallLimits, progress func(T) bool) *Guarded[T] {
 	s := &Guarded[T]{progress: progress}
 	if open == nil {
 		s.g.refuse(fmt.Errorf("%w: stream %q: nil open function", watchdog.ErrInvalidArgument, name))
@@ -123,7 +123,7 @@ func (s *Guarded[T]) Close() error {
 	return s.closeErr
 }
 
-// closeStream closes the stream once; called by the guard's goroutine on a
+// closeStream closes the stream once; called when the guard's call ends first, on a
 // stall, maybe before open has returned it (Guard closes it then).
 func (s *Guarded[T]) closeStream() {
 	s.mu.Lock()

@@ -61,7 +61,7 @@ func TestAServerThatNeverSendsItsHeadersStallsAtTheFirstChunkLimit(t *testing.T)
 		begin := time.Now()
 		o := &opener{after: 24 * time.Hour}
 		s := stream.Guard(context.Background(), "llm", o.open,
-			stream.Limits{FirstChunk: 10 * time.Second, Idle: time.Second, Cap: time.Hour}, isProgress)
+			watchdog.CallLimits{FirstProgress: 10 * time.Second, Idle: time.Second, Cap: time.Hour}, isProgress)
 		assert.Equal(t, 10*time.Second, time.Since(begin), "Guard returned when the first-chunk limit cut the open")
 		assert.False(t, s.Next())
 		require.ErrorIs(t, s.Err(), stream.ErrStalled)
@@ -76,7 +76,7 @@ func TestTheCapBoundsTheWaitForTheHeaders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
 		o := &opener{after: 24 * time.Hour}
-		s := stream.Guard(context.Background(), "llm", o.open, stream.Limits{Cap: time.Minute}, isProgress)
+		s := stream.Guard(context.Background(), "llm", o.open, watchdog.CallLimits{Cap: time.Minute}, isProgress)
 		assert.False(t, s.Next())
 		assert.Equal(t, time.Minute, time.Since(begin))
 		require.ErrorIs(t, s.Err(), watchdog.ErrDeadlineExceeded)
@@ -89,7 +89,7 @@ func TestTheCapBoundsTheWaitForTheHeaders(t *testing.T) {
 // headers included: headers after 40 s and a first chunk 10 s later fit a
 // 60 s limit; headers after 40 s and a first chunk 30 s later do not.
 func TestTheWaitForTheHeadersCountsTowardTheFirstChunkLimit(t *testing.T) {
-	l := stream.Limits{FirstChunk: time.Minute, Idle: 5 * time.Second, Cap: time.Hour}
+	l := watchdog.CallLimits{FirstProgress: time.Minute, Idle: 5 * time.Second, Cap: time.Hour}
 	synctest.Test(t, func(t *testing.T) {
 		o := &opener{after: 40 * time.Second, script: []step{{10 * time.Second, chunk{"first"}}}}
 		s := stream.Guard(context.Background(), "llm", o.open, l, isProgress)
@@ -121,7 +121,7 @@ func TestAStreamOpenedAfterTheGuardStoppedIsClosed(t *testing.T) {
 			time.Sleep(time.Minute) // deaf to its context
 			return f
 		}
-		s := stream.Guard(context.Background(), "llm", open, stream.Limits{FirstChunk: 10 * time.Second, Cap: time.Hour}, isProgress)
+		s := stream.Guard(context.Background(), "llm", open, watchdog.CallLimits{FirstProgress: 10 * time.Second, Cap: time.Hour}, isProgress)
 		select {
 		case <-f.closed:
 		default:
@@ -136,7 +136,7 @@ func TestAStreamOpenedAfterTheGuardStoppedIsClosed(t *testing.T) {
 
 // Bad input is refused with an error naming it, and open is never called.
 func TestANilOpenOrProduceIsRefused(t *testing.T) {
-	s := stream.Guard[chunk](context.Background(), "llm", nil, stream.Limits{Cap: time.Minute}, nil)
+	s := stream.Guard[chunk](context.Background(), "llm", nil, watchdog.CallLimits{Cap: time.Minute}, nil)
 	assert.False(t, s.Next())
 	require.ErrorIs(t, s.Err(), watchdog.ErrInvalidArgument)
 	assert.ErrorContains(t, s.Err(), "nil open function")
@@ -144,29 +144,29 @@ func TestANilOpenOrProduceIsRefused(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	called := false
-	s = stream.Guard(context.Background(), "llm", func(context.Context) stream.Iterator[chunk] { called = true; return nil }, stream.Limits{}, nil)
+	s = stream.Guard(context.Background(), "llm", func(context.Context) stream.Iterator[chunk] { called = true; return nil }, watchdog.CallLimits{}, nil)
 	require.ErrorIs(t, s.Err(), watchdog.ErrInvalidArgument)
 	assert.False(t, called, "open is not called under limits the call refuses")
 	require.NoError(t, s.Close())
 
-	s = stream.Guard(context.Background(), "llm", func(context.Context) stream.Iterator[chunk] { return nil }, stream.Limits{Cap: time.Minute}, nil)
+	s = stream.Guard(context.Background(), "llm", func(context.Context) stream.Iterator[chunk] { return nil }, watchdog.CallLimits{Cap: time.Minute}, nil)
 	assert.False(t, s.Next())
 	require.ErrorIs(t, s.Err(), watchdog.ErrInvalidArgument)
 	assert.ErrorContains(t, s.Err(), "nil stream")
 	require.NoError(t, s.Close())
 
-	for _, err := range stream.Seq[chunk](context.Background(), "llm", nil, stream.Limits{Cap: time.Minute}, nil) {
+	for _, err := range stream.Seq[chunk](context.Background(), "llm", nil, watchdog.CallLimits{Cap: time.Minute}, nil) {
 		require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
 		assert.ErrorContains(t, err, "nil produce function")
 	}
 
-	r, err := stream.Reader(context.Background(), "body", nil, stream.Limits{Cap: time.Minute}, nil)
+	r, err := stream.Reader(context.Background(), "body", nil, watchdog.CallLimits{Cap: time.Minute}, nil)
 	assert.Nil(t, r)
 	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
-	r, err = stream.Reader(context.Background(), "body", func(context.Context) (io.ReadCloser, error) { return nil, nil }, stream.Limits{Cap: time.Minute}, nil)
+	r, err = stream.Reader(context.Background(), "body", func(context.Context) (io.ReadCloser, error) { return nil, nil }, watchdog.CallLimits{Cap: time.Minute}, nil)
 	assert.Nil(t, r)
 	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
-	r, err = stream.Reader(context.Background(), "body", openedBody(io.NopCloser(nil)), stream.Limits{}, nil)
+	r, err = stream.Reader(context.Background(), "body", openedBody(io.NopCloser(nil)), watchdog.CallLimits{}, nil)
 	assert.Nil(t, r)
 	require.ErrorIs(t, err, watchdog.ErrInvalidArgument)
 }
@@ -184,7 +184,7 @@ func TestSeqBoundsAProducerWaitingForItsHeaders(t *testing.T) {
 			}
 		}
 		var last error
-		for _, err := range stream.Seq(context.Background(), "llm", produce, stream.Limits{FirstChunk: 10 * time.Second, Idle: time.Second, Cap: time.Hour}, isProgress) {
+		for _, err := range stream.Seq(context.Background(), "llm", produce, watchdog.CallLimits{FirstProgress: 10 * time.Second, Idle: time.Second, Cap: time.Hour}, isProgress) {
 			last = err
 		}
 		assert.Equal(t, 10*time.Second, time.Since(begin))
@@ -207,14 +207,14 @@ func TestReaderBoundsTheWaitForTheHeaders(t *testing.T) {
 			cause = context.Cause(ctx)
 			return nil, ctx.Err()
 		}
-		r, err := stream.Reader(context.Background(), "body", open, stream.Limits{FirstChunk: 10 * time.Second, Idle: time.Second, Cap: time.Hour}, nil)
+		r, err := stream.Reader(context.Background(), "body", open, watchdog.CallLimits{FirstProgress: 10 * time.Second, Idle: time.Second, Cap: time.Hour}, nil)
 		assert.Nil(t, r)
 		require.ErrorIs(t, err, stream.ErrStalled)
 		require.ErrorIs(t, cause, watchdog.ErrDeadlineExceeded)
 		assert.Equal(t, 10*time.Second, time.Since(begin))
 	})
 	synctest.Test(t, func(t *testing.T) {
-		r, err := stream.Reader(context.Background(), "body", func(context.Context) (io.ReadCloser, error) { return nil, errOpen }, stream.Limits{Cap: time.Hour}, nil)
+		r, err := stream.Reader(context.Background(), "body", func(context.Context) (io.ReadCloser, error) { return nil, errOpen }, watchdog.CallLimits{Cap: time.Hour}, nil)
 		assert.Nil(t, r)
 		require.ErrorIs(t, err, errOpen, "open's own error, when the guard did not stop it")
 		require.NotErrorIs(t, err, stream.ErrStalled)

@@ -20,7 +20,7 @@ const MaxLine = 64 << 10
 // Reader returns, with the guard's context: it must make its request on
 // that context (http.NewRequestWithContext) and return the body (a
 // subprocess's pipe may simply be returned). The time open takes counts
-// toward l.FirstChunk and l.Cap; a stall while it waits cancels its
+// toward l.FirstProgress and l.Cap; a stall while it waits cancels its
 // context, and Reader returns the guard's error.
 //
 // progress says which bytes are progress. With nil, every Read that
@@ -46,7 +46,7 @@ const MaxLine = 64 << 10
 // a time, except that the guard closes it from another. Always Close it:
 // until Close or io.EOF the guard runs, and a body left unread stalls and
 // is recorded as such.
-func Reader(ctx context.Context, name string, open func(ctx context.Context) (io.ReadCloser, error), l Limits, progress func(line []byte) bool) (io.ReadCloser, error) {
+func Reader(ctx context.Context, name string, open func(ctx context.Context) (io.ReadCloser, error), l watchdog.CallLimits, progress func(line []byte) bool) (io.ReadCloser, error) {
 	if open == nil {
 		return nil, fmt.Errorf("%w: stream %q: nil open function", watchdog.ErrInvalidArgument, name)
 	}
@@ -155,7 +155,7 @@ func (r *reader) Close() error {
 	return r.closeErr
 }
 
-// closeBody closes the body once; called by the guard's goroutine on a
+// closeBody closes the body once; called when the guard's call ends first, on a
 // stall, maybe before open has returned it (Reader closes it then).
 func (r *reader) closeBody() {
 	r.mu.Lock()

@@ -65,7 +65,7 @@ func repeat(n int, s string) []string {
 // keep coming; without one every byte counts and it is kept alive.
 func TestReaderPingsOnlyStallAtTheFirstChunkLimitWithAProgressFunction(t *testing.T) {
 	pings := repeat(100, ": ping\n\ndata:\n\ndata: \r\n\r\n")
-	l := stream.Limits{FirstChunk: 10 * time.Second, Idle: 5 * time.Second, Cap: time.Hour}
+	l := watchdog.CallLimits{FirstProgress: 10 * time.Second, Idle: 5 * time.Second, Cap: time.Hour}
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
 		r, err := stream.Reader(context.Background(), "sse", openedBody(body(900*time.Millisecond, pings, false)), l, sseProgress)
@@ -94,7 +94,7 @@ func TestReaderContentKeepsTheBodyAliveBetweenPings(t *testing.T) {
 		for range 20 { // a line of content every 4 s, cut in two, pings in between
 			writes = append(writes, "da", "ta: {\"delta\":\"tok\"}\n\n", ": ping\n\n", ": ping\n\n")
 		}
-		r, err := stream.Reader(context.Background(), "sse", openedBody(body(time.Second, writes, true)), stream.Limits{Idle: 5 * time.Second, Cap: time.Hour}, sseProgress)
+		r, err := stream.Reader(context.Background(), "sse", openedBody(body(time.Second, writes, true)), watchdog.CallLimits{Idle: 5 * time.Second, Cap: time.Hour}, sseProgress)
 		require.NoError(t, err)
 		got, err := io.ReadAll(r)
 		require.NoError(t, err, "80 s of stream under a 5 s idle limit")
@@ -112,7 +112,7 @@ func TestReaderCountsALineLongerThanMaxLineAsProgress(t *testing.T) {
 		var passed []int
 		progress := func(line []byte) bool { passed = append(passed, len(line)); return false }
 		begin := time.Now()
-		r, err := stream.Reader(context.Background(), "sse", openedBody(body(time.Second, writes, false)), stream.Limits{FirstChunk: 10 * time.Second, Idle: 4 * time.Second, Cap: time.Hour}, progress)
+		r, err := stream.Reader(context.Background(), "sse", openedBody(body(time.Second, writes, false)), watchdog.CallLimits{FirstProgress: 10 * time.Second, Idle: 4 * time.Second, Cap: time.Hour}, progress)
 		require.NoError(t, err)
 		_, err = io.ReadAll(r)
 		require.ErrorIs(t, err, stream.ErrStalled)
@@ -128,7 +128,7 @@ func TestReaderCountsALineLongerThanMaxLineAsProgress(t *testing.T) {
 func TestReaderCapEndsABodyThatKeepsProgressing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
-		r, err := stream.Reader(context.Background(), "sse", openedBody(body(time.Second, repeat(1000, "data: x\n\n"), true)), stream.Limits{Idle: 5 * time.Second, Cap: 30 * time.Second}, sseProgress)
+		r, err := stream.Reader(context.Background(), "sse", openedBody(body(time.Second, repeat(1000, "data: x\n\n"), true)), watchdog.CallLimits{Idle: 5 * time.Second, Cap: 30 * time.Second}, sseProgress)
 		require.NoError(t, err)
 		_, err = io.ReadAll(r)
 		require.ErrorIs(t, err, watchdog.ErrDeadlineExceeded)
@@ -149,7 +149,7 @@ func TestReaderInASessionRecordsProgressLinesNotBytes(t *testing.T) {
 	sess, err := w.Start(context.Background(), "agent", mock.Now(), watchdog.Policy{})
 	require.NoError(t, err)
 	pr, pw := io.Pipe()
-	r, err := stream.Reader(sess.Context(), "sse", openedBody(pr), stream.Limits{Idle: 5 * time.Second, Cap: time.Hour}, sseProgress)
+	r, err := stream.Reader(sess.Context(), "sse", openedBody(pr), watchdog.CallLimits{Idle: 5 * time.Second, Cap: time.Hour}, sseProgress)
 	require.NoError(t, err)
 	done := make(chan error)
 	go func() {

@@ -13,7 +13,7 @@ import (
 // and must stop when it ends: that is how a stall, the cap or ctx's end
 // unblocks it (a producer that ignores its context keeps the sequence
 // waiting). It opens its stream on that context too, so the wait for the
-// stream to open counts toward l.FirstChunk and l.Cap. An error the
+// stream to open counts toward l.FirstProgress and l.Cap. An error the
 // producer yields once the guard ended its context (typically ctx.Err())
 // is replaced by the guard's, and ends the sequence. Time the consumer
 // spends between two values counts too: consume promptly. progress says
@@ -25,7 +25,7 @@ import (
 // positive, an invalid name) yields one error wrapping
 // watchdog.ErrInvalidArgument. Each range over the sequence runs its own
 // guard, from the range's start.
-func Seq[T any](ctx context.Context, name string, produce func(ctx context.Context) iter.Seq2[T, error], l Limits, progress func(T) bool) iter.Seq2[T, error] {
+func Seq[T any](ctx context.Context, name string, produce func(ctx context.Context) iter.Seq2[T, error], l watchdog.CallLimits, progress func(T) bool) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var g guard
 		if produce == nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/stream"
 )
 
@@ -27,7 +28,7 @@ func TestSeqReplacesTheProducersContextErrorWithTheGuards(t *testing.T) {
 			}
 		}
 		var first error
-		for _, err := range stream.Seq(context.Background(), "llm", produce, stream.Limits{Idle: time.Second, Cap: time.Hour}, isProgress) {
+		for _, err := range stream.Seq(context.Background(), "llm", produce, watchdog.CallLimits{Idle: time.Second, Cap: time.Hour}, isProgress) {
 			if err != nil {
 				first = err
 				break

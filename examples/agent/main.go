@@ -248,22 +248,23 @@ var budgets = map[string]time.Duration{
 }
 
 // toolCall runs one tool call under its deadline and returns the line to
-// send back to the agent. Call records the call itself: its start and its
-// end are evidence on the mcp_tool channel (the end before the idle rule
-// looks again, so a call that just finished is fresh evidence), and while
-// it runs the idle rule waits for it. Nothing is touched around it.
+// send back to the agent. The call is a handle: it records itself, its
+// begin and its end are evidence on the mcp_tool channel (the end before
+// the idle rule looks again, so a call that just finished is fresh
+// evidence), and while it is in flight the idle rule waits for it. Nothing
+// is touched around it.
 func toolCall(ctx context.Context, out io.Writer, name, arg string) string {
 	tool, ok := tools[name]
 	if !ok {
 		return "ERROR unknown tool " + name
 	}
-	var result string
 	start := time.Now()
-	err := watchdog.Call(ctx, "tool:"+name, budgets[name], func(ctx context.Context) error {
-		var err error
-		result, err = tool(ctx, arg)
-		return err
-	})
+	call, err := watchdog.Begin(ctx, "tool:"+name, watchdog.CallLimits{Cap: budgets[name]})
+	if err != nil {
+		return "ERROR " + err.Error()
+	}
+	result, err := tool(call.Context(), arg) // the tools honour their context
+	err = call.End(err)                      // the deadline's error if the cap came first
 	took := time.Since(start).Round(10 * time.Millisecond)
 	if err != nil {
 		fmt.Fprintf(out, "orchestrator: tool %s failed after %v: %v\n", name, took, err)

@@ -7,6 +7,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
 
+	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/stream"
 )
 
@@ -26,13 +27,13 @@ func OpenAIProgress(c openai.ChatCompletionChunk) bool {
 // and returns the text received. The wait for the response's headers
 // counts toward the first-chunk limit and the cap. On a stall its error
 // matches stream.ErrStalled, and the text is what came before it.
-func OpenAIChat(ctx context.Context, client openai.Client, prompt string, l stream.Limits) (string, error) {
+func OpenAIChat(ctx context.Context, client openai.Client, prompt string, l watchdog.CallLimits) (string, error) {
 	params := openai.ChatCompletionNewParams{
 		Model:    openai.ChatModelGPT4o,
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
 	}
 	// The guard opens the stream on its own context: NewStreaming waits for
-	// the response's headers, and that wait counts toward l.FirstChunk and
+	// the response's headers, and that wait counts toward l.FirstProgress and
 	// l.Cap too.
 	s := stream.Guard(ctx, "openai.chat", func(ctx context.Context) stream.Iterator[openai.ChatCompletionChunk] {
 		return client.Chat.Completions.NewStreaming(ctx, params)
@@ -58,7 +59,7 @@ func AnthropicProgress(e anthropic.MessageStreamEventUnion) bool {
 // and returns the text received. The wait for the response's headers
 // counts toward the first-chunk limit and the cap. On a stall its error
 // matches stream.ErrStalled, and the text is what came before it.
-func AnthropicMessage(ctx context.Context, client anthropic.Client, prompt string, l stream.Limits) (string, error) {
+func AnthropicMessage(ctx context.Context, client anthropic.Client, prompt string, l watchdog.CallLimits) (string, error) {
 	params := anthropic.MessageNewParams{
 		Model:     anthropic.ModelClaudeSonnet4_5,
 		MaxTokens: 1024,

@@ -16,13 +16,13 @@ import (
 )
 
 // call streams from the local server through one SDK and the guard.
-type call func(ctx context.Context, url string, l stream.Limits) (string, error)
+type call func(ctx context.Context, url string, l watchdog.CallLimits) (string, error)
 
 var sdks = map[string]call{
-	"openai-go": func(ctx context.Context, url string, l stream.Limits) (string, error) {
+	"openai-go": func(ctx context.Context, url string, l watchdog.CallLimits) (string, error) {
 		return llmstream.OpenAIChat(ctx, openaiClient(url), "hello", l)
 	},
-	"anthropic-sdk-go": func(ctx context.Context, url string, l stream.Limits) (string, error) {
+	"anthropic-sdk-go": func(ctx context.Context, url string, l watchdog.CallLimits) (string, error) {
 		return llmstream.AnthropicMessage(ctx, anthropicClient(url), "hello", l)
 	},
 }
@@ -37,47 +37,47 @@ func TestTheGuardAroundRealSDKStreams(t *testing.T) {
 			t.Run("a stream that stalls after three chunks is closed and reports ErrStalled", func(t *testing.T) {
 				srv := server(scenario{chunks: []string{"Hel", "lo ", "wor"}, gap: 10 * time.Millisecond, then: "stall"})
 				defer srv.Close()
-				text, err := sdk(context.Background(), srv.URL, stream.Limits{Idle: 500 * time.Millisecond, Cap: time.Minute})
+				text, err := sdk(context.Background(), srv.URL, watchdog.CallLimits{Idle: 500 * time.Millisecond, Cap: time.Minute})
 				require.ErrorIs(t, err, stream.ErrStalled)
 				assert.Equal(t, "Hello wor", text, "what came before the stall")
 			})
 			t.Run("pings without content keep nothing alive", func(t *testing.T) {
 				srv := server(scenario{then: "ping"})
 				defer srv.Close()
-				text, err := sdk(context.Background(), srv.URL, stream.Limits{Idle: 500 * time.Millisecond, Cap: time.Minute})
+				text, err := sdk(context.Background(), srv.URL, watchdog.CallLimits{Idle: 500 * time.Millisecond, Cap: time.Minute})
 				require.ErrorIs(t, err, stream.ErrStalled)
 				assert.Empty(t, text)
 			})
 			t.Run("a model that thinks before its first chunk gets the first-chunk limit", func(t *testing.T) {
 				srv := server(scenario{think: 1500 * time.Millisecond, chunks: []string{"Hel", "lo"}, gap: 10 * time.Millisecond, then: "end"})
 				defer srv.Close()
-				text, err := sdk(context.Background(), srv.URL, stream.Limits{FirstChunk: 10 * time.Second, Idle: 500 * time.Millisecond, Cap: time.Minute})
+				text, err := sdk(context.Background(), srv.URL, watchdog.CallLimits{FirstProgress: 10 * time.Second, Idle: 500 * time.Millisecond, Cap: time.Minute})
 				require.NoError(t, err)
 				assert.Equal(t, "Hello", text)
 				// The same stream under the idle limit alone is cut off.
-				_, err = sdk(context.Background(), srv.URL, stream.Limits{Idle: 500 * time.Millisecond, Cap: time.Minute})
+				_, err = sdk(context.Background(), srv.URL, watchdog.CallLimits{Idle: 500 * time.Millisecond, Cap: time.Minute})
 				require.ErrorIs(t, err, stream.ErrStalled)
 			})
 			t.Run("a server that never sends its headers stalls at the first-chunk limit", func(t *testing.T) {
 				srv := server(scenario{headers: -1})
 				defer srv.Close()
-				text, err := sdk(context.Background(), srv.URL, stream.Limits{FirstChunk: 300 * time.Millisecond, Idle: 100 * time.Millisecond, Cap: time.Minute})
+				text, err := sdk(context.Background(), srv.URL, watchdog.CallLimits{FirstProgress: 300 * time.Millisecond, Idle: 100 * time.Millisecond, Cap: time.Minute})
 				require.ErrorIs(t, err, stream.ErrStalled)
 				assert.Empty(t, text)
 				// With neither a first-chunk nor an idle limit, the cap
 				// bounds the wait.
-				_, err = sdk(context.Background(), srv.URL, stream.Limits{Cap: 300 * time.Millisecond})
+				_, err = sdk(context.Background(), srv.URL, watchdog.CallLimits{Cap: 300 * time.Millisecond})
 				require.ErrorIs(t, err, watchdog.ErrDeadlineExceeded)
 				require.NotErrorIs(t, err, stream.ErrStalled)
 			})
 			t.Run("headers sent after the first-chunk limit are too late", func(t *testing.T) {
 				srv := server(scenario{headers: 1500 * time.Millisecond, chunks: []string{"Hel", "lo"}, gap: 10 * time.Millisecond, then: "end"})
 				defer srv.Close()
-				_, err := sdk(context.Background(), srv.URL, stream.Limits{FirstChunk: 500 * time.Millisecond, Idle: 500 * time.Millisecond, Cap: time.Minute})
+				_, err := sdk(context.Background(), srv.URL, watchdog.CallLimits{FirstProgress: 500 * time.Millisecond, Idle: 500 * time.Millisecond, Cap: time.Minute})
 				require.ErrorIs(t, err, stream.ErrStalled)
 				// The same server under a first-chunk limit that leaves
 				// room for the wait streams its answer.
-				text, err := sdk(context.Background(), srv.URL, stream.Limits{FirstChunk: 10 * time.Second, Idle: 500 * time.Millisecond, Cap: time.Minute})
+				text, err := sdk(context.Background(), srv.URL, watchdog.CallLimits{FirstProgress: 10 * time.Second, Idle: 500 * time.Millisecond, Cap: time.Minute})
 				require.NoError(t, err)
 				assert.Equal(t, "Hello", text)
 			})
@@ -88,7 +88,7 @@ func TestTheGuardAroundRealSDKStreams(t *testing.T) {
 				}
 				srv := server(scenario{chunks: chunks, gap: 10 * time.Millisecond, then: "end"})
 				defer srv.Close()
-				_, err := sdk(context.Background(), srv.URL, stream.Limits{Idle: 5 * time.Second, Cap: 300 * time.Millisecond})
+				_, err := sdk(context.Background(), srv.URL, watchdog.CallLimits{Idle: 5 * time.Second, Cap: 300 * time.Millisecond})
 				require.ErrorIs(t, err, watchdog.ErrDeadlineExceeded)
 				require.NotErrorIs(t, err, stream.ErrStalled)
 			})
@@ -107,7 +107,7 @@ func TestAStalledSDKStreamIsRecordedOnTheSession(t *testing.T) {
 	require.NoError(t, err)
 	srv := server(scenario{chunks: []string{"a", "b", "c"}, gap: 10 * time.Millisecond, then: "stall"})
 	defer srv.Close()
-	_, err = llmstream.OpenAIChat(s.Context(), openaiClient(srv.URL), "hello", stream.Limits{Idle: 500 * time.Millisecond, Cap: time.Minute})
+	_, err = llmstream.OpenAIChat(s.Context(), openaiClient(srv.URL), "hello", watchdog.CallLimits{Idle: 500 * time.Millisecond, Cap: time.Minute})
 	require.ErrorIs(t, err, stream.ErrStalled)
 	require.NoError(t, s.Context().Err())
 	require.NoError(t, s.Stop())
@@ -132,7 +132,7 @@ func ExampleOpenAIChat() {
 	srv := server(scenario{chunks: []string{"Hel", "lo ", "wor"}, gap: 10 * time.Millisecond, then: "stall"})
 	defer srv.Close()
 	text, err := llmstream.OpenAIChat(context.Background(), openaiClient(srv.URL), "hello",
-		stream.Limits{FirstChunk: time.Minute, Idle: 500 * time.Millisecond, Cap: 10 * time.Minute})
+		watchdog.CallLimits{FirstProgress: time.Minute, Idle: 500 * time.Millisecond, Cap: 10 * time.Minute})
 	fmt.Printf("%q stalled=%v\n", text, errors.Is(err, stream.ErrStalled))
 	// Output: "Hello wor" stalled=true
 }
@@ -144,7 +144,7 @@ func ExampleAnthropicMessage() {
 	srv := server(scenario{then: "ping"})
 	defer srv.Close()
 	text, err := llmstream.AnthropicMessage(context.Background(), anthropicClient(srv.URL), "hello",
-		stream.Limits{FirstChunk: 500 * time.Millisecond, Idle: 500 * time.Millisecond, Cap: 10 * time.Minute})
+		watchdog.CallLimits{FirstProgress: 500 * time.Millisecond, Idle: 500 * time.Millisecond, Cap: 10 * time.Minute})
 	fmt.Printf("%q stalled=%v\n", text, errors.Is(err, stream.ErrStalled))
 	// Output: "" stalled=true
 }

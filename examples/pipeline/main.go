@@ -108,7 +108,7 @@ func run(ctx context.Context, out io.Writer, logPath string) error {
 			return fmt.Errorf("resume: %w", rerr)
 		}
 		fmt.Fprintf(out, "resumed: window %d, started %s, session started %s, %d of %d iterations already done\n",
-			s.Window(), s.WindowStartedAt().Format(time.RFC3339Nano), s.StartedAt().Format(time.RFC3339Nano), cp.done, iterations)
+			s.Window(), s.Snapshot().WindowStartedAt.Format(time.RFC3339Nano), s.StartedAt().Format(time.RFC3339Nano), cp.done, iterations)
 		res, err = s.Run(loop)
 	}
 	if err := w.Close(ctx); err != nil {

@@ -433,3 +433,107 @@ func ResumeWindow(last int, ended bool) (window int, fresh bool) {
 	}
 	return last, false
 }
+
+// CallLimit is what a bounded call's limits say at an instant (see Call.Hit).
+type CallLimit int
+
+// The limits a call can hit.
+const (
+	CallWithin CallLimit = iota // no limit has come
+	CallCap                     // the cap, from the call's start
+	CallIdle                    // the idle limit, from the last progress (or the first-progress limit from the start)
+)
+
+// Call is a bounded call's limits and progress: the one call-limit rule,
+// which the deadline layer applies live and Replay re-derives from a record.
+type Call struct {
+	Start time.Time     // when the call began
+	Cap   time.Duration // the longest it may run from Start; nothing extends it
+	Idle  time.Duration // the longest without progress after the first; 0: none
+	First time.Duration // the longest from Start before the first progress; 0: none
+	// ProgressAt is when progress last advanced; zero: never.
+	ProgressAt time.Time
+}
+
+// IdleRef is the instant the idle limit that applies runs from: the last
+// progress, or Start before any.
+func (c Call) IdleRef() time.Time {
+	if c.ProgressAt.IsZero() {
+		return c.Start
+	}
+	return c.ProgressAt
+}
+
+// IdleLimit is the idle limit that applies: First before the first
+// progress, Idle after it (0: none).
+func (c Call) IdleLimit() time.Duration {
+	if c.ProgressAt.IsZero() {
+		return c.First
+	}
+	return c.Idle
+}
+
+// Hit reports the limit c has hit at now, the cap first (each fires at
+// exactly its instant, see Expired); with none hit, it returns CallWithin
+// and the next instant to look again: the earlier of the cap's and the
+// idle limit's due instants.
+func (c Call) Hit(now time.Time) (CallLimit, time.Time) {
+	if Expired(c.Start, c.Cap, now) {
+		return CallCap, time.Time{}
+	}
+	next := c.Start.Add(c.Cap)
+	if idle := c.IdleLimit(); idle > 0 {
+		ref := c.IdleRef()
+		if Expired(ref, idle, now) {
+			return CallIdle, time.Time{}
+		}
+		if d := ref.Add(idle); d.Before(next) {
+			next = d
+		}
+	}
+	return CallWithin, next
+}
+
+// EarliestStop returns the earliest instant, at or after now, at which
+// Decide acts on s under l if nothing more happens: no evidence on any
+// channel, no call begins, the calls in flight run until they are over
+// (s.BoundedUntil must be when the last of them is: its cap plus grace),
+// an open child wait stays open, a waiting state goes on. It returns the
+// rule that acts then; ok is false when no rule would (every rule that
+// could is in shadow mode). A rule in shadow mode never stops a session,
+// so it is left out.
+func EarliestStop(l Limits, s Snapshot, now time.Time) (at time.Time, rule Rule, ok bool) {
+	if l.Shadow.Has(RuleSessionCeiling) {
+		l.SessionCeiling = 0
+	}
+	if l.Shadow.Has(RuleChildrenWait) {
+		l.ChildWaitCeiling = 0
+	}
+	if l.Shadow.Has(RuleIdle) {
+		l.IdleWindow = 0
+	}
+	if l.Shadow.Has(RuleWallClock) {
+		s.State.Advised = s.State.Advised.With(RuleWallClock) // always on: mark it advised instead
+	}
+	// Each step moves to the verdict's Next, which only a rule's own
+	// instant, a settle check, an evidence's expiry or the calls' end can
+	// be: a few steps per settle check.
+	for range 1 << 16 {
+		if s.BoundedWork > 0 && !now.Before(s.BoundedUntil) {
+			s.BoundedWork = 0 // the last call is over: the session is looked at then
+		}
+		v := Decide(l, s, now)
+		if v.Action == Act {
+			return now, v.Rule, true
+		}
+		next := v.Next
+		if s.BoundedWork > 0 && (next.IsZero() || next.After(s.BoundedUntil)) {
+			next = s.BoundedUntil
+		}
+		if next.IsZero() || !next.After(now) {
+			return time.Time{}, 0, false
+		}
+		s.State, now = v.State, next
+	}
+	return time.Time{}, 0, false
+}

@@ -9,6 +9,7 @@
 package retain
 
 import (
+	"fmt"
 	"slices"
 	"time"
 )
@@ -21,6 +22,18 @@ type Policy struct {
 	// After is how long a session whose last window ended is kept: it is
 	// forgotten once an event occurred After past its end. 0 never forgets.
 	After time.Duration
+}
+
+// Check returns an error naming the field when p has a negative one, in
+// the terms of watchdog.Retention (KeepWindows, ForgetAfter), else nil.
+func (p Policy) Check() error {
+	if p.Windows < 0 {
+		return fmt.Errorf("retention: KeepWindows %d is negative (0 keeps every window)", p.Windows)
+	}
+	if p.After < 0 {
+		return fmt.Errorf("retention: ForgetAfter %v is negative (0 keeps ended sessions)", p.After)
+	}
+	return nil
 }
 
 // Index holds each session's events (as handles H of the store's) in

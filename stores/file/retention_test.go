@@ -130,7 +130,7 @@ func TestFileStoreCompactsTheFileWhileResumeAndReplayWorkAcrossIt(t *testing.T) 
 	require.NoError(t, err)
 	assert.Equal(t, 1, s.Window())
 	assert.Equal(t, t0, s.StartedAt())
-	assert.Equal(t, t0, s.WindowStartedAt(), "the window goes on")
+	assert.Equal(t, t0, s.Snapshot().WindowStartedAt, "the window goes on")
 	_, err = file.Open(path)
 	require.Error(t, err, "the compacted file is locked like the first")
 }

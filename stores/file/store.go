@@ -143,7 +143,7 @@ type ref struct {
 // newIndex gives the Store an empty index (and id set) under its retention.
 func (f *Store) newIndex() {
 	f.ids = make(map[string]struct{})
-	f.idx = retain.New(retain.Policy{Windows: f.cfg.ret.KeepWindows, After: f.cfg.ret.ForgetAfter}, f.forget)
+	f.idx = retain.New(retainPolicy(f.cfg.ret), f.forget)
 }
 
 // forget drops a line the retention forgot from the in-memory state; the
@@ -194,8 +194,8 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if cfg.sync != SyncEveryAppend && cfg.sync != SyncOnClose {
 		return nil, fmt.Errorf("%w: unknown file sync policy %d", watchdog.ErrInvalidArgument, int(cfg.sync))
 	}
-	if err := cfg.ret.Validate(); err != nil {
-		return nil, fmt.Errorf("watchdog: file store %s: %w", path, err)
+	if err := retainPolicy(cfg.ret).Check(); err != nil {
+		return nil, fmt.Errorf("watchdog: file store %s: %w: %w", path, watchdog.ErrInvalidArgument, err)
 	}
 	if cfg.log == nil {
 		cfg.log = zap.NewNop()
@@ -844,3 +844,7 @@ var _ interface {
 	watchdog.EachAppender
 	watchdog.Subscriber
 } = (*Store)(nil)
+
+func retainPolicy(r watchdog.Retention) retain.Policy {
+	return retain.Policy{Windows: r.KeepWindows, After: r.ForgetAfter}
+}

@@ -192,7 +192,7 @@ func TestAWindowPassesToAnotherWatchdogWhenItsOwnerCloses(t *testing.T) {
 	require.NoError(t, err, "released: taken over at once")
 	assert.Equal(t, t0, s2.StartedAt(), "session_started_at comes from the database")
 	assert.Equal(t, 1, s2.Window())
-	assert.Equal(t, t0, s2.WindowStartedAt(), "the open window continues")
+	assert.Equal(t, t0, s2.Snapshot().WindowStartedAt, "the open window continues")
 
 	follow, stop, err := watchdog.Follow(ctx, store2, "shared", watchdog.WithClock(mock))
 	require.NoError(t, err)

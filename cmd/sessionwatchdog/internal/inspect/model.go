@@ -349,6 +349,9 @@ func addCalls(parts *[]string, e watchdog.Event) {
 		}
 		*parts = append(*parts, s+")")
 	}
+	if n := e.HandlersInFlight - len(e.CallsInFlight); n > 0 && len(e.CallsInFlight) > 0 {
+		*parts = append(*parts, fmt.Sprintf("and %d more call(s) in flight, not listed", n))
+	}
 }
 
 // addSaved appends the progress a worker saved (SaveProgress), on its

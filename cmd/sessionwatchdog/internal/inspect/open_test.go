@@ -122,3 +122,25 @@ func TestTheTimelineNamesACallsIdleLimitAndItsLastProgress(t *testing.T) {
 		}
 	}
 }
+
+// A verdict lists at most 100 calls in flight: the timeline says how many
+// more there were.
+func TestTheTimelineSaysHowManyCallsACappedListLeftOut(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	calls := make([]watchdog.CallInFlight, 100)
+	for i := range calls {
+		calls[i] = watchdog.CallInFlight{Name: "tool", Layer: watchdog.LayerHandler, StartedAt: t0, BudgetSeconds: 60}
+	}
+	events := []watchdog.Event{
+		{ID: "1", AggregateID: "a", Kind: watchdog.KindStart, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0},
+		{ID: "2", AggregateID: "a", Kind: watchdog.KindVerdict, Window: 1, SessionStartedAt: t0, WindowStartedAt: t0, OccurredAt: t0.Add(time.Second),
+			Rule: "idle", HandlersInFlight: 1500, CallsInFlight: calls},
+	}
+	var b bytes.Buffer
+	if err := WriteText(&b, Build(events, Filter{})); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "and 1400 more call(s) in flight, not listed") {
+		t.Errorf("timeline does not count the calls left out:\n%s", b.String())
+	}
+}

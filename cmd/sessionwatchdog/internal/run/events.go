@@ -78,161 +78,112 @@ func (e *eventWriter) Flush() {
 	}
 }
 
-// calls turns agent events into evidence and bounded handlers: a call in
-// flight runs as watchdog.Call in a goroutine of its own, whose function
-// returns when the call's end is read (or the turn ends, or the command
-// ends), so the idle rule waits for it up to its cap, as for any Call.
+// calls turns agent events into evidence and bounded calls: a call in
+// flight is a watchdog.CallHandle begun at its start event and ended at
+// its end event (or when the turn ends, or the command ends), so the idle
+// rule waits for it up to its cap. A sub-agent's call counts on the
+// sub-agent channel, a tool call on the tool channel.
 type calls struct {
 	ctx                  context.Context // the session's
 	s                    *watchdog.Session
 	toolCap, subagentCap time.Duration
-	track                *tracker
 
 	mu   sync.Mutex
 	open map[string]*call
-	wg   sync.WaitGroup
 }
 
 type call struct {
-	name     string
-	subagent bool
-	end      chan struct{} // closed by the call's end
-	endOnce  sync.Once
-	finished chan struct{} // closed when Call has returned
-	ctx      context.Context
-	progress uint64
+	h        *watchdog.CallHandle
+	progress uint64 // guarded by calls.mu
 }
 
-func newCalls(ctx context.Context, s *watchdog.Session, toolCap, subagentCap time.Duration, track *tracker) *calls {
-	return &calls{ctx: ctx, s: s, toolCap: toolCap, subagentCap: subagentCap, track: track, open: map[string]*call{}}
+func newCalls(ctx context.Context, s *watchdog.Session, toolCap, subagentCap time.Duration) *calls {
+	return &calls{ctx: ctx, s: s, toolCap: toolCap, subagentCap: subagentCap, open: map[string]*call{}}
+}
+
+// channel is the evidence channel of a call.
+func channel(subagent bool) watchdog.Channel {
+	if subagent {
+		return watchdog.ChannelSubagent
+	}
+	return watchdog.ChannelMCPTool
 }
 
 // apply records the evidence of ev.
 func (c *calls) apply(ev agentevents.Event) {
 	switch ev.Kind {
 	case agentevents.Unknown, agentevents.Output:
-		c.track.touch(c.s, watchdog.ChannelStdout)
+		c.s.Touch(watchdog.ChannelStdout)
 	case agentevents.SubagentOutput:
-		c.track.touch(c.s, watchdog.ChannelSubagent)
+		c.s.Touch(watchdog.ChannelSubagent)
 	case agentevents.CallStart:
 		c.start(ev.ID, ev.Name, ev.Subagent)
 	case agentevents.CallUpdate:
 		c.update(ev.ID)
 	case agentevents.CallEnd:
-		c.end(ev.ID, ev.Name, ev.Subagent)
+		c.end(ev.ID, ev.Subagent)
 	case agentevents.TurnEnd:
 		c.endAll()
 	}
 }
 
-// start runs the call id as a bounded handler, and returns once the
-// handler is registered (its function runs).
+// start begins the call id as a bounded call.
 func (c *calls) start(id, name string, subagent bool) {
 	c.mu.Lock()
-	if _, dup := c.open[id]; dup || len(c.open) >= maxCalls || c.ctx.Err() != nil {
-		c.mu.Unlock()
-		c.instant(subagent)
+	defer c.mu.Unlock()
+	if _, dup := c.open[id]; dup || len(c.open) >= maxCalls {
+		c.s.Touch(channel(subagent)) // evidence, not bounded
 		return
 	}
-	cl := &call{name: name, subagent: subagent, end: make(chan struct{}), finished: make(chan struct{})}
-	c.open[id] = cl
-	c.mu.Unlock()
 	budget := c.toolCap
 	if subagent {
 		budget = c.subagentCap
-		c.track.touch(c.s, watchdog.ChannelSubagent)
 	}
-	running := make(chan struct{})
-	var once sync.Once
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		defer close(cl.finished)
-		c.track.callStarted()
-		_ = watchdog.Call(c.ctx, name, budget, func(ctx context.Context) error {
-			cl.ctx = ctx
-			once.Do(func() { close(running) })
-			select {
-			case <-cl.end:
-				return nil
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
-		})
-		once.Do(func() { close(running) }) // Call refused to run it
-		c.track.callEnded(c.ctx.Err() == nil)
-		c.mu.Lock()
-		if c.open[id] == cl {
-			delete(c.open, id)
-		}
-		c.mu.Unlock()
-	}()
-	<-running
+	h, err := watchdog.Begin(c.ctx, name, watchdog.CallLimits{Cap: budget, Channel: channel(subagent)})
+	if err != nil { // the session has ended
+		return
+	}
+	c.open[id] = &call{h: h}
 }
 
-// instant records a call that is not bounded: seen only once done, or
-// beyond maxCalls.
-func (c *calls) instant(subagent bool) {
-	if subagent {
-		c.track.touch(c.s, watchdog.ChannelSubagent)
-	}
-	c.track.touch(c.s, watchdog.ChannelMCPTool)
-}
-
-// update records progress of the call id: tool-call evidence
-// (watchdog.Progress on the call's context), and sub-agent evidence for a
-// sub-agent.
+// update records progress of the call id (evidence on its channel), or
+// tool-call evidence for a call not in flight.
 func (c *calls) update(id string) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	cl := c.open[id]
-	c.mu.Unlock()
 	if cl == nil {
-		c.track.touch(c.s, watchdog.ChannelMCPTool)
+		c.s.Touch(watchdog.ChannelMCPTool)
 		return
 	}
 	cl.progress++
-	if watchdog.Progress(cl.ctx, cl.progress) {
-		c.track.touched(watchdog.ChannelMCPTool)
-	}
-	if cl.subagent {
-		c.track.touch(c.s, watchdog.ChannelSubagent)
-	}
+	watchdog.Progress(cl.h.Context(), cl.progress)
 }
 
-// end ends the call id, and returns once its Call has returned (its end is
-// recorded as evidence). A call never started is an instant one.
-func (c *calls) end(id, name string, subagent bool) {
+// end ends the call id (its end is evidence on its channel). A call never
+// begun is an instant one: evidence.
+func (c *calls) end(id string, subagent bool) {
 	c.mu.Lock()
 	cl := c.open[id]
 	delete(c.open, id)
 	c.mu.Unlock()
 	if cl == nil {
-		c.instant(subagent)
+		c.s.Touch(channel(subagent))
 		return
 	}
-	cl.endOnce.Do(func() { close(cl.end) })
-	<-cl.finished
-	if cl.subagent {
-		c.track.touch(c.s, watchdog.ChannelSubagent)
-	}
+	_ = cl.h.End(nil)
 }
 
-// endAll ends every call in flight, and waits for them.
+// endAll ends every call in flight.
 func (c *calls) endAll() {
 	c.mu.Lock()
 	open := c.open
 	c.open = map[string]*call{}
 	c.mu.Unlock()
 	for _, cl := range open {
-		cl.endOnce.Do(func() { close(cl.end) })
-	}
-	for _, cl := range open {
-		<-cl.finished
+		_ = cl.h.End(nil)
 	}
 }
 
-// wait ends every call in flight and waits for every Call goroutine.
-func (c *calls) wait() {
-	c.endAll()
-	c.wg.Wait()
-}
+// wait ends every call in flight.
+func (c *calls) wait() { c.endAll() }

@@ -100,7 +100,6 @@ type runner struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 
-	track    *tracker
 	progress *progress // nil: no progress line
 
 	pgid      atomic.Int64 // the command's process group, once started
@@ -120,7 +119,6 @@ func (r *runner) say(format string, a ...any) {
 func (r *runner) run() int {
 	ctx := context.Background()
 	r.exitCode.Store(-1)
-	r.track = newTracker(r.o.policy.Channels)
 	if r.wantProgress() {
 		r.progress = &progress{w: r.stderr}
 	}
@@ -134,7 +132,6 @@ func (r *runner) run() int {
 	opts := []watchdog.Option{
 		watchdog.WithStore(store),
 		watchdog.WithCallRecords(callRecords),
-		watchdog.WithObserver(watchdog.Observer{OnEvent: r.track.observe}),
 	}
 	if r.o.checkpoints > 0 {
 		opts = append(opts, watchdog.WithCheckpoints(r.o.checkpoints))
@@ -174,13 +171,14 @@ func (r *runner) run() int {
 	stopProgress := r.startProgress(s)
 
 	res, runErr := s.Run(func(ctx context.Context) error { return r.supervise(ctx, w, s) })
+	last := s.Snapshot()
 
 	stopProgress()
 	close(stopSignals)
 	sigWG.Wait()
 	closeErr := closeW()
 	code := r.exitFor(res, runErr)
-	r.summary(res, runErr, code, where)
+	r.summary(res, runErr, code, where, last)
 	if closeErr != nil {
 		r.say("the event log may be incomplete: %v", closeErr)
 		return ExitFailed
@@ -242,7 +240,7 @@ func (r *runner) openStore(ctx context.Context) (watchdog.EventStore, string, fu
 func (r *runner) open(ctx context.Context, w *watchdog.Watchdog) (*watchdog.Session, string, error) {
 	s, err := w.Resume(ctx, r.o.session, r.o.policy)
 	if err == nil {
-		return s, fmt.Sprintf("resumed: its budget counts from %s", s.WindowStartedAt().Format(time.RFC3339Nano)), nil
+		return s, fmt.Sprintf("resumed: its budget counts from %s", s.Snapshot().WindowStartedAt.Format(time.RFC3339Nano)), nil
 	}
 	if !errors.Is(err, watchdog.ErrUnknownSession) {
 		return nil, "", err
@@ -272,13 +270,13 @@ func (r *runner) supervise(ctx context.Context, w *watchdog.Watchdog, s *watchdo
 	var evw *eventWriter
 	switch {
 	case r.o.parser != nil:
-		calls = newCalls(ctx, s, r.o.callCap, r.o.subagentCap, r.track)
+		calls = newCalls(ctx, s, r.o.callCap, r.o.subagentCap)
 		evw = &eventWriter{out: stdout, parser: r.o.parser, calls: calls}
 		cmd.Stdout = evw
 	case r.o.stdoutMode == "lines":
-		cmd.Stdout = lines.Writer(s, watchdog.ChannelStdout, trackWriter{r.track, watchdog.ChannelStdout, stdout})
+		cmd.Stdout = lines.Writer(s, watchdog.ChannelStdout, stdout)
 	default:
-		cmd.Stdout = s.Writer(watchdog.ChannelStdout, trackWriter{r.track, watchdog.ChannelStdout, stdout})
+		cmd.Stdout = s.Writer(watchdog.ChannelStdout, stdout)
 	}
 	stderr := r.progress.writer(r.stderr)
 	switch r.o.stderrMode {
@@ -292,7 +290,7 @@ func (r *runner) supervise(ctx context.Context, w *watchdog.Watchdog, s *watchdo
 		if r.o.stderrMode == "lines" {
 			cmd.Stderr = lines.Writer(s, ch, stderr)
 		} else {
-			cmd.Stderr = s.Writer(ch, trackWriter{r.track, ch, stderr})
+			cmd.Stderr = s.Writer(ch, stderr)
 		}
 	}
 
@@ -329,21 +327,6 @@ func (r *runner) supervise(ctx context.Context, w *watchdog.Watchdog, s *watchdo
 		r.exitCode.Store(int32(code))
 		return fmt.Errorf("%s exited with status %d", r.o.command[0], code)
 	}
-}
-
-// trackWriter notes evidence on ch for every non-empty write it passes on
-// (the evidence itself is recorded by the Session.Writer around it).
-type trackWriter struct {
-	t  *tracker
-	ch watchdog.Channel
-	w  io.Writer
-}
-
-func (tw trackWriter) Write(p []byte) (int, error) {
-	if len(p) > 0 {
-		tw.t.touched(tw.ch)
-	}
-	return tw.w.Write(p)
 }
 
 // duplicateWindow is how long after the operator's first signal another
@@ -460,13 +443,8 @@ func (r *runner) startProgress(s *watchdog.Session) (stop func()) {
 			select {
 			case <-done:
 				return
-			case now := <-t.C:
-				line := fmt.Sprintf("[sessionwatchdog] %s %s of %s · %s",
-					s.ID(), roundAge(now.Sub(s.WindowStartedAt())), roundAge(s.Deadline().Sub(s.WindowStartedAt())), r.track.ages(now))
-				if n := r.track.inFlight.Load(); n > 0 {
-					line += fmt.Sprintf(" · %d call(s) in flight", n)
-				}
-				r.progress.show(line)
+			case <-t.C:
+				r.progress.show(progressLine(s.Snapshot()))
 			}
 		}
 	}()
@@ -509,8 +487,7 @@ func (r *runner) exitFor(res watchdog.Result, runErr error) int {
 
 // summary writes the one-line summary: why the window ended, how long it
 // ran, the exit code, and the channel with the freshest evidence.
-func (r *runner) summary(res watchdog.Result, runErr error, code int, where string) {
-	now := time.Now()
+func (r *runner) summary(res watchdog.Result, runErr error, code int, where string, last watchdog.Snapshot) {
 	why := res.StopReasonCode
 	switch {
 	case why == watchdog.StopFailed && r.exitCode.Load() >= 0:
@@ -521,8 +498,8 @@ func (r *runner) summary(res watchdog.Result, runErr error, code int, where stri
 		why = fmt.Sprintf("stop_requested (%s, by %s)", signalName(syscall.Signal(r.signaled.Load())), r.o.operator)
 	}
 	fresh := "no channel had evidence"
-	if f := r.track.freshest(); len(f) > 0 {
-		fresh = fmt.Sprintf("last fresh: %s, %s before the end", f[0].name, roundAge(now.Sub(f[0].at)))
+	if f := freshest(last); len(f) > 0 {
+		fresh = fmt.Sprintf("last fresh: %s, %s before the end", f[0].Channel, roundAge(last.At.Sub(*f[0].LastAt)))
 	}
 	r.say("%s after %s, exit %d; %s; session %s window %d (%s)",
 		why, res.Elapsed.Round(time.Millisecond), code, fresh, res.SessionID, res.Window, where)
