@@ -359,6 +359,8 @@ func operatorSignals() []os.Signal {
 // signal (not one within duplicateWindow of the first) SIGKILLs the whole
 // tree at once.
 func (r *runner) forwardSignals(s *watchdog.Session, sigs <-chan os.Signal, stop <-chan struct{}) {
+	var stopped sync.WaitGroup
+	defer stopped.Wait()
 	for n := 0; ; {
 		var sig os.Signal
 		select {
@@ -378,6 +380,7 @@ func (r *runner) forwardSignals(s *watchdog.Session, sigs <-chan os.Signal, stop
 			if pgid := int(r.pgid.Load()); pgid != 0 {
 				killTree(pgid)
 			}
+			r.say("%s %v after the first signal: every process of %s's tree is SIGKILLed", signalName(ss), now.Sub(r.firstAt).Round(time.Millisecond), r.o.command[0])
 			continue
 		}
 		n++
@@ -385,9 +388,16 @@ func (r *runner) forwardSignals(s *watchdog.Session, sigs <-chan os.Signal, stop
 		r.signaled.Store(int32(ss))
 		r.forward()
 		why := fmt.Sprintf("%s received by sessionwatchdog run (pid %d): forwarded to the process tree", signalName(ss), os.Getpid())
-		if err := s.StopBy(r.o.operator, why); err != nil {
-			r.say("recording the operator's stop: %v", err)
-		}
+		// The stop is recorded beside this loop, which goes back at once
+		// to the signals: a copy is dated when it comes, not after the
+		// record.
+		stopped.Add(1)
+		go func() {
+			defer stopped.Done()
+			if err := s.StopBy(r.o.operator, why); err != nil {
+				r.say("recording the operator's stop: %v", err)
+			}
+		}()
 	}
 }
 
