@@ -4,20 +4,18 @@ package reexec_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/testproc"
 	"github.com/sessionwatchdog/watchdog/internal/testwait"
 	"github.com/sessionwatchdog/watchdog/reexec"
 )
@@ -63,28 +61,6 @@ func tree(t *testing.T) (fifo string, gone <-chan struct{}) {
 	return fifo, ch
 }
 
-// killHolders SIGKILLs the processes that hold fifo open, and names them.
-func killHolders(fifo string) string {
-	var left []string
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() { // the test itself reads the fifo
-			continue
-		}
-		fds, _ := os.ReadDir(filepath.Join("/proc", e.Name(), "fd"))
-		for _, fd := range fds {
-			if l, _ := os.Readlink(filepath.Join("/proc", e.Name(), "fd", fd.Name())); l == fifo {
-				b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-				left = append(left, fmt.Sprintf("%d %s", pid, bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				break
-			}
-		}
-	}
-	return strings.Join(left, "\n")
-}
-
 // The orchestrator process is SIGKILLed: every process that Command
 // started dies, a child, a grandchild in a session of its own that ignores
 // SIGTERM, and the command itself, which ignores SIGTERM too (SIGKILL after
@@ -126,7 +102,7 @@ wait
 	select {
 	case <-gone:
 	case <-time.After(10 * time.Second):
-		t.Fatalf("10s after the orchestrator was SIGKILLed, processes of its command are alive (now killed):\n%s", killHolders(fifo))
+		t.Fatalf("10s after the orchestrator was SIGKILLed, processes of its command are alive (now killed):\n%s", testproc.KillHolders(fifo))
 	}
 }
 

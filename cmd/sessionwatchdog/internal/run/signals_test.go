@@ -5,13 +5,11 @@ package run_test
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"io"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/run"
+	"github.com/sessionwatchdog/watchdog/internal/testproc"
 	"github.com/sessionwatchdog/watchdog/internal/testwait"
 )
 
@@ -95,24 +94,8 @@ func (tr *tree) mustGo(t *testing.T, d time.Duration, what string) {
 		return
 	case <-time.After(d):
 	}
-	var left []string
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() { // the test itself reads the fifo
-			continue
-		}
-		fds, _ := os.ReadDir(filepath.Join("/proc", e.Name(), "fd"))
-		for _, fd := range fds {
-			if l, _ := os.Readlink(filepath.Join("/proc", e.Name(), "fd", fd.Name())); l == tr.fifo {
-				b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-				left = append(left, fmt.Sprintf("%d %s", pid, bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				break
-			}
-		}
-	}
-	t.Fatalf("%s: %d process(es) of the command's tree still alive %v later (now killed):\n%s", what, len(left), d, strings.Join(left, "\n"))
+	left := testproc.KillHolders(tr.fifo)
+	t.Fatalf("%s: processes of the command's tree still alive %v later (now killed):\n%s", what, d, left)
 }
 
 // A tree whose every process ignores SIGTERM, one of them in a session of
