@@ -138,11 +138,11 @@ func Main(args []string) int {
 	passed := inherited() // the caller's ExtraFiles, after the life pipe
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 
-	gone := make(chan struct{}) // the orchestrator has exited
+	orchestratorGone := make(chan struct{})
 	go func() {
 		life := os.NewFile(lifeFD, "watchdog-life")
 		_, _ = io.Copy(io.Discard, life)
-		close(gone)
+		close(orchestratorGone)
 	}()
 	files := []uintptr{0, 1, 2}
 	var relays sync.WaitGroup
@@ -157,7 +157,7 @@ func Main(args []string) int {
 		relays.Add(1)
 		go func() {
 			defer relays.Done()
-			copyOut(os.NewFile(uintptr(fd), "out"), r, gone)
+			copyOut(os.NewFile(uintptr(fd), "out"), r, orchestratorGone)
 		}()
 	}
 	ino1, pipe1 := isPipe(1)
@@ -171,7 +171,7 @@ func Main(args []string) int {
 	}
 	files = append(files, passed...)
 	select {
-	case <-gone:
+	case <-orchestratorGone:
 		return 125 // the orchestrator died before the command started
 	default:
 	}
@@ -224,6 +224,7 @@ func Main(args []string) int {
 	}
 	var status syscall.WaitStatus
 	ended := false
+	gone := orchestratorGone // nil once seen
 	for done := false; !done; {
 		select {
 		case status = <-cmdDone:
