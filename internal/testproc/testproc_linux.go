@@ -1,7 +1,5 @@
 //go:build linux
 
-// Package testproc holds what the process-tree tests of the repository
-// share (package reexec's and sessionwatchdog run's).
 package testproc
 
 import (
