@@ -67,13 +67,14 @@ func tree(t *testing.T) (fifo string, gone <-chan struct{}) {
 // the grace, 1 s).
 func TestEveryProcessOfACommandDiesWithItsKilledOrchestrator(t *testing.T) {
 	fifo, gone := tree(t)
-	orch := exec.Command(os.Args[0], "-c", `exec 3>"$1"
+	const script = `exec 3>"$1"
 trap '' TERM
 sleep 300 &
 setsid sh -c 'trap "" TERM; while :; do sleep 0.05; done' &
 echo ready
 wait
-`, "sh", fifo) //watchdog:unbounded the test SIGKILLs this orchestrator itself
+`
+	orch := exec.Command(os.Args[0], "-c", script, "sh", fifo) //watchdog:unbounded the test SIGKILLs this orchestrator itself
 	orch.Env = append(os.Environ(), orchestratorEnv+"=1")
 	stdin, err := orch.StdinPipe()
 	if err != nil {
