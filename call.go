@@ -128,10 +128,11 @@ func (h *CallHandle) End(err error) error {
 		return err
 	}
 	l.exited()
-	if fired := l.finish(err); fired != nil {
+	fired := l.finish(err)
+	if fired != nil {
 		err = fired
 	}
-	l.report(err)
+	l.report(err, fired)
 	return err
 }
 
@@ -158,7 +159,7 @@ func (h *CallHandle) Run(fn func(ctx context.Context) error) error {
 	select {
 	case <-gone: // abandoned (or closed) before Run: fn never runs
 		err := l.firedCause()
-		l.report(err)
+		l.report(err, err)
 		return err
 	default:
 	}
@@ -178,22 +179,23 @@ func (h *CallHandle) Run(fn func(ctx context.Context) error) error {
 		}()
 		r.err = fn(l.ctx)
 	}()
-	var err error
+	var err, fired error
 	select {
 	case r := <-done:
 		if r.panic != nil {
-			l.finish(fmt.Errorf("panic: %v", r.panic))
-			l.report(fmt.Errorf("watchdog: %s %q panicked: %v", l.kind, l.name, r.panic))
+			fired = l.finish(fmt.Errorf("panic: %v", r.panic))
+			l.report(fmt.Errorf("watchdog: %s %q panicked: %v", l.kind, l.name, r.panic), fired)
 			panic(r.panic)
 		}
 		err = r.err
-		if fired := l.finish(err); fired != nil {
+		if fired = l.finish(err); fired != nil {
 			err = fired
 		}
 	case <-gone:
 		err = l.firedCause()
+		fired = err
 	}
-	l.report(err)
+	l.report(err, fired)
 	return err
 }
 

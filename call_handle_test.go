@@ -241,3 +241,28 @@ func TestBeginRefusesBadLimitsAndAClosedWatchdog(t *testing.T) {
 	_, err = watchdog.Begin(s.Context(), "x", watchdog.CallLimits{Cap: time.Second})
 	require.ErrorIs(t, err, watchdog.ErrClosed)
 }
+
+// A call ended at the very instant its cap fires gets one story: when End
+// returns the verdict, the call's context has the verdict as its cause
+// too, whichever of the end and the scheduler's cancel came first.
+func TestACallEndedAtItsCapHasTheVerdictAsItsContextsCause(t *testing.T) {
+	for range 50 {
+		synctest.Test(t, func(t *testing.T) {
+			ctx := context.Background()
+			w := watchdog.New()
+			s, err := w.Start(ctx, "agent", time.Now(), watchdog.Policy{WallClock: time.Hour})
+			require.NoError(t, err)
+			h, err := watchdog.Begin(s.Context(), "search", watchdog.CallLimits{Cap: time.Second})
+			require.NoError(t, err)
+			time.Sleep(time.Second)
+			err = h.End(nil)
+			var v *watchdog.VerdictError
+			if errors.As(err, &v) {
+				assert.Equal(t, err, context.Cause(h.Context()))
+			} else {
+				require.NoError(t, err)
+			}
+			require.NoError(t, w.Close(ctx))
+		})
+	}
+}

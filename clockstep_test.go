@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -136,19 +137,92 @@ func TestAStepBackBeforeACleanCloseDoesNotDelayTheResumedWindow(t *testing.T) {
 				time.Sleep(9 * time.Minute)
 				require.NoError(t, w1.Close(context.Background()))
 
-				w2 := watchdog.New(watchdog.WithStore(store))
-				defer w2.Close(context.Background())
-				watchdog.StepWallClock(w2, -time.Hour)
-				r, err := w2.Resume(context.Background(), "s", p)
-				require.NoError(t, err)
-				assert.Equal(t, start.Add(-time.Hour+2*time.Hour).UTC(), r.Deadline().UTC(), "2 h after the start, on the stepped clock")
-				<-r.Context().Done()
-				assert.Equal(t, 2*time.Hour+time.Nanosecond, time.Since(start), "fired when the budget of elapsed time ran out")
-				require.NoError(t, w2.Check(context.Background())) // the cancel recorded
+				resumeOnTheSteppedClock(t, store, p, start)
 				mismatches, err := watchdog.Replay(load(t, store, "s"))
 				require.NoError(t, err)
 				assert.Empty(t, mismatches)
 			})
 		})
 	}
+}
+
+// userClock is a real-time Clock of the user's: the real clock, in a type
+// of its own (the Watchdog reads it only when it needs the time).
+type userClock struct{ clock.Clock }
+
+// A step of a user's real-time Clock while a session is quiet (nothing
+// reads the Clock between the step and Close) survives a clean Close: Close
+// reads the Clock, sees the step and checkpoints the window on the stepped
+// clock, so the restart fires it when its budget of elapsed time runs out,
+// not an hour late.
+func TestAUserClocksStepWhileQuietSurvivesACleanCloseAndRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := watchdog.NewMemoryStore()
+		w1 := watchdog.New(watchdog.WithStore(store), watchdog.WithClock(userClock{clock.New()}))
+		start := time.Now()
+		p := watchdog.Policy{WallClock: 2 * time.Hour}
+		_, err := w1.Start(context.Background(), "s", start, p)
+		require.NoError(t, err)
+		time.Sleep(10 * time.Minute)
+		watchdog.StepWallClock(w1, -time.Hour) // quiet from here to Close
+		time.Sleep(10 * time.Minute)
+		require.NoError(t, w1.Close(context.Background()))
+
+		resumeOnTheSteppedClock(t, store, p, start, watchdog.WithClock(userClock{clock.New()}))
+	})
+}
+
+// resumeOnTheSteppedClock restarts on store, on a wall clock stepped back
+// an hour, the window "s" of 2 h that started at start, and checks that it
+// fires when its budget of elapsed time runs out (its cancel recorded).
+// Run it in a synctest bubble.
+func resumeOnTheSteppedClock(t *testing.T, store watchdog.EventStore, p watchdog.Policy, start time.Time, opts ...watchdog.Option) {
+	t.Helper()
+	w2 := watchdog.New(append([]watchdog.Option{watchdog.WithStore(store)}, opts...)...)
+	defer w2.Close(context.Background())
+	watchdog.StepWallClock(w2, -time.Hour)
+	r, err := w2.Resume(context.Background(), "s", p)
+	require.NoError(t, err)
+	assert.Equal(t, start.Add(-time.Hour+2*time.Hour).UTC(), r.Deadline().UTC(), "2 h after the start, on the stepped clock")
+	<-r.Context().Done()
+	assert.Equal(t, 2*time.Hour+time.Nanosecond, time.Since(start), "fired when the budget of elapsed time ran out")
+	require.NoError(t, w2.Check(context.Background())) // the cancel recorded
+}
+
+// blockingClock is a Clock of the user's whose Now blocks once block is
+// closed... until release is closed.
+type blockingClock struct {
+	clock.Clock
+	block, release chan struct{}
+}
+
+func (c *blockingClock) Now() time.Time {
+	select {
+	case <-c.block:
+		<-c.release
+	default:
+	}
+	return c.Clock.Now()
+}
+
+// Close's reading of a user's Clock (to see a step) is bounded by Close's
+// ctx: a Clock that blocks is named in Close's error, and Close returns by
+// its deadline.
+func TestCloseReadsAUserClockWithinItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &blockingClock{Clock: clock.New(), block: make(chan struct{}), release: make(chan struct{})}
+		w := watchdog.New(watchdog.WithClock(c))
+		_, err := w.Start(context.Background(), "s", time.Now(), watchdog.Policy{WallClock: time.Hour})
+		require.NoError(t, err)
+		close(c.block)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		begin := time.Now()
+		err = w.Close(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Contains(t, err.Error(), "Clock")
+		assert.LessOrEqual(t, time.Since(begin), time.Second)
+		close(c.release)
+		synctest.Wait()
+	})
 }

@@ -231,10 +231,12 @@ func begin(ctx context.Context, kind Layer, name string, lim CallLimits) (*CallH
 	return h, nil
 }
 
-// report ends the layer's context and calls the OnHandler hook's end with
-// err, the error its caller gets.
-func (l *layer) report(err error) {
-	l.cancel(nil)
+// report ends the layer's context, with cause if a limit fired (so that
+// its cause is the verdict even when the end came before the scheduler
+// cancelled it), and calls the OnHandler hook's end with err, the error
+// its caller gets.
+func (l *layer) report(err, cause error) {
+	l.cancel(cause)
 	if l.endHook != nil {
 		l.endHook(err, l.overrunEvent())
 	}

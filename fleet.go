@@ -452,7 +452,9 @@ func (w *Watchdog) disown(id string, window int, cause error) {
 		w.mu.Unlock()
 		return
 	}
+	lost := fmt.Errorf("watchdog: %q window %d: %w", id, window, cause)
 	s.state.Store(stateClosed)
+	s.rw().lost = lost // Stop and the other calls on the window return it
 	w.sessions.Del(s)
 	w.heap.Remove(&s.item)
 	s.dropLocked()
@@ -460,7 +462,7 @@ func (w *Watchdog) disown(id string, window int, cause error) {
 	w.disowned.Add(1)
 	w.log.Warn("watchdog: this owner's lease lapsed and another owner took the window over; no longer watching it",
 		zap.String("session_id", id), zap.Int("window", window), zap.Error(cause))
-	s.cancel(fmt.Errorf("watchdog: %q window %d: %w", id, window, cause))
+	s.cancel(lost)
 }
 
 // releaseLease ends the Watchdog's lease (Close), so that its windows can be

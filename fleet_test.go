@@ -185,21 +185,7 @@ func TestAPausedOwnersWindowIsAdoptedAndItsLaterWritesAreFenced(t *testing.T) {
 // ErrAlreadyWatched, and Stats counts it.
 func TestAFencedOwnerStopsWatchingTheSession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := newLeaseStore()
-		frozen := clock.NewMock()
-		frozen.Set(time.Now())
-		owner := watchdog.New(watchdog.WithStore(store), watchdog.WithClock(frozen))
-		s, err := owner.Start(context.Background(), "agent", frozen.Now(),
-			watchdog.Policy{WallClock: time.Hour, IdleWindow: time.Second, SettleChecks: 3, SettleInterval: time.Second, ContinueWhenOwnerLost: true})
-		require.NoError(t, err)
-		member := watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption())
-		time.Sleep(watchdog.DefaultLeaseTTL + time.Second)
-		synctest.Wait()
-		require.Equal(t, int64(1), member.Stats().Adopted, "adopted; the member watches it on")
-
-		frozen.Add(2 * time.Second) // a stale observation, recorded: fenced
-		require.NoError(t, owner.Check(context.Background()))
-		<-s.Context().Done()
+		owner, member, s := fencedSession(t, func(*watchdog.Session) {})
 		require.ErrorIs(t, context.Cause(s.Context()), watchdog.ErrAlreadyWatched)
 		assert.Equal(t, int64(1), owner.Stats().Disowned)
 		assert.Zero(t, owner.Stats().Sessions)
@@ -455,5 +441,52 @@ func TestAnOwnerThatGetsItsWindowBackWhileItsVerdictIsFencedStillEndsIt(t *testi
 		assert.Equal(t, "ghost", evs[1].AdoptedFrom)
 		assert.Equal(t, watchdog.StopOwnerLost, evs[2].Reason)
 		require.NoError(t, owner.Close(ctx))
+	})
+}
+
+// fencedSession starts a session on owner, whose clock is frozen (a paused
+// process), lets member adopt its window (the owner's lease expired), calls
+// started with the session, then has the owner record a stale observation
+// of the idle rule, which the store fences; it returns once the session's
+// context is done. Run it in a synctest bubble.
+func fencedSession(t *testing.T, started func(*watchdog.Session)) (owner, member *watchdog.Watchdog, s *watchdog.Session) {
+	store := newLeaseStore()
+	frozen := clock.NewMock()
+	frozen.Set(time.Now())
+	owner = watchdog.New(watchdog.WithStore(store), watchdog.WithClock(frozen))
+	s, err := owner.Start(context.Background(), "agent", frozen.Now(),
+		watchdog.Policy{WallClock: time.Hour, IdleWindow: time.Second, SettleChecks: 3, SettleInterval: time.Second, ContinueWhenOwnerLost: true})
+	require.NoError(t, err)
+	started(s)
+	member = watchdog.New(watchdog.WithStore(store), watchdog.WithAdoption())
+	time.Sleep(watchdog.DefaultLeaseTTL + time.Second)
+	synctest.Wait()
+	require.Equal(t, int64(1), member.Stats().Adopted, "adopted; the member watches it on")
+
+	frozen.Add(2 * time.Second) // a stale observation, recorded: fenced
+	require.NoError(t, owner.Check(context.Background()))
+	<-s.Context().Done()
+	return owner, member, s
+}
+
+// Stop on a session whose window the fleet took over (its owner was
+// paused past its lease, then fenced) returns an error wrapping
+// ErrAlreadyWatched, as Stop's doc says, not ErrClosed: the Watchdog is
+// open. Its Run reports owner_lost.
+func TestStopOnAFencedSessionReturnsErrAlreadyWatched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ran := make(chan watchdog.Result, 1)
+		owner, member, s := fencedSession(t, func(s *watchdog.Session) {
+			go func() {
+				res, _ := s.Run(func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
+				ran <- res
+			}()
+		})
+		err := s.Stop()
+		require.ErrorIs(t, err, watchdog.ErrAlreadyWatched)
+		require.NotErrorIs(t, err, watchdog.ErrClosed)
+		assert.Equal(t, watchdog.StopOwnerLost, (<-ran).StopReasonCode)
+		require.NoError(t, owner.Close(context.Background()))
+		require.NoError(t, member.Close(context.Background()))
 	})
 }

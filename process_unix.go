@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sessionwatchdog/watchdog/internal/guard"
+	"github.com/sessionwatchdog/watchdog/internal/kills"
 	"github.com/sessionwatchdog/watchdog/internal/proctree"
 )
 
@@ -29,7 +30,8 @@ import (
 // replacing it.
 //
 // When ctx belongs to a watched session, the outcome of a kill is recorded
-// at the end of the grace as a runtime.handler.process_killed event:
+// at the end of the grace, or by Watchdog.Close once every process is gone,
+// as a runtime.handler.process_killed event:
 // handler is the command's base name, reason "sigterm" when every process
 // was gone within the grace or "sigkill" when some had to be killed,
 // processes_alive how many were still alive, limit_seconds the grace.
@@ -68,9 +70,11 @@ func Command(ctx context.Context, grace time.Duration, name string, arg ...strin
 
 // killCommand is Command's kill of the command whose process group is pgid:
 // SIGTERM to the group and to every process below its leader, then, after
-// grace, SIGKILL to those still alive and the record of the outcome.
+// grace, SIGKILL to those still alive and the record of the outcome. Close
+// waits for it (trackKill).
 func killCommand(ctx context.Context, pgid int, grace time.Duration, name string) error {
-	procs := proctree.Tree(pgid, pgid) // before signalling: later they may be reparented
+	procs := proctree.Tree(pgid, pgid)               // before signalling: later they may be reparented
+	kill := trackKill(ctx, name, grace, pgid, procs) // before signalling: a Close after it waits for it
 	err := syscall.Kill(-pgid, syscall.SIGTERM)
 	for _, p := range procs {
 		if p.Alive() {
@@ -78,9 +82,17 @@ func killCommand(ctx context.Context, pgid int, grace time.Duration, name string
 		}
 	}
 	if errors.Is(err, syscall.ESRCH) && len(procs) == 0 {
+		if kill.Claim() {
+			kill.Done() // nothing was killed: nothing to record
+		}
 		return os.ErrProcessDone
 	}
-	time.AfterFunc(grace, func() {
+	kill.Arm()
+	kill.SetTimer(time.AfterFunc(grace, func() {
+		if !kill.Claim() {
+			return // Close saw the tree gone and recorded the kill
+		}
+		defer kill.Done()
 		// The processes still alive: those found before, and any the
 		// group or the tree gained since.
 		left := map[proctree.Proc]bool{}
@@ -108,11 +120,24 @@ func killCommand(ctx context.Context, pgid int, grace time.Duration, name string
 		if s := FromContext(ctx); s != nil {
 			s.recordProcessKill(name, grace, alive)
 		}
-	})
+	}))
 	if errors.Is(err, syscall.ESRCH) {
 		err = nil // the group's leader is gone; its tree was signalled
 	}
 	return err
+}
+
+// trackKill tracks the kill of group pgid in its grace when ctx belongs to
+// a session, so that Close waits for its tree to be gone and records it
+// (see Watchdog.Close); nil otherwise.
+func trackKill(ctx context.Context, name string, grace time.Duration, pgid int, procs []proctree.Proc) *kills.Kill {
+	s := FromContext(ctx)
+	if s == nil {
+		return nil
+	}
+	return s.w.kills.Add(fmt.Sprintf("the kill of %s (process group %d)", quoteShort(name), pgid),
+		func() bool { return proctree.Gone(pgid, procs) },
+		func() { s.recordProcessKill(name, grace, 0) })
 }
 
 // recordProcessKill records the outcome of Command's kill (see Command).

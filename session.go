@@ -59,6 +59,7 @@ type Session struct {
 type sessionRare struct {
 	evx     []chanState                  // the policy's extra channels' evidence; set before the session is shared, then only its atomics change
 	fired   *VerdictError                // why the window ended, in stateFired; guarded by w.mu
+	lost    error                        // why the window ended in stateClosed when another owner took it over (disown); guarded by w.mu
 	waits   childWaits                   // guarded by w.mu
 	rules   decide.State                 // the rules' memory; guarded by w.mu
 	acting  bool                         // a decision waits for the action goroutine; guarded by w.mu
@@ -124,6 +125,9 @@ func (s *Session) endCauseLocked() error {
 	case stateStopped:
 		return ErrSessionStopped
 	case stateClosed:
+		if s.rare != nil && s.rare.lost != nil {
+			return s.rare.lost
+		}
 		return ErrClosed
 	case stateFired:
 		if s.rare != nil && s.rare.fired != nil {
@@ -311,7 +315,9 @@ func (s *Session) Deadline() time.Time {
 //
 // Stop returns nil when it ended the window and on every later call after
 // that. If the window had already ended otherwise it returns that cause: the
-// *VerdictError when the watchdog fired first, ErrClosed after Close.
+// *VerdictError when the watchdog fired first, ErrClosed after Close, an
+// error wrapping ErrAlreadyWatched when another member of a fleet took the
+// window over (its Run reports StopOwnerLost).
 //
 // With a store that arbitrates (see Arbiter), Stop waits for the store's
 // answer, bounded by the context the session was started or resumed with
@@ -500,6 +506,8 @@ func (s *Session) Run(fn func(ctx context.Context) error) (res Result, err error
 		res.Elapsed = s.w.fromRecord(v.FiredAt).Sub(s.windowStartedAt)
 	case errors.Is(cause, ErrClosed):
 		res.StopReasonCode = StopWatchdogClosed
+	case errors.Is(cause, ErrAlreadyWatched): // another owner took the window over
+		res.StopReasonCode = StopOwnerLost
 	default:
 		res.StopReasonCode = StopCanceled
 	}

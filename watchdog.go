@@ -16,9 +16,11 @@ import (
 	"github.com/benbjohnson/clock"
 	"go.uber.org/zap"
 
+	"github.com/sessionwatchdog/watchdog/internal/bound"
 	"github.com/sessionwatchdog/watchdog/internal/decide"
 	"github.com/sessionwatchdog/watchdog/internal/ilist"
 	"github.com/sessionwatchdog/watchdog/internal/index"
+	"github.com/sessionwatchdog/watchdog/internal/kills"
 	"github.com/sessionwatchdog/watchdog/internal/record"
 	"github.com/sessionwatchdog/watchdog/internal/sched"
 	"github.com/sessionwatchdog/watchdog/internal/workspace"
@@ -85,6 +87,7 @@ type Watchdog struct {
 	ckptFrom                                        atomic.Uint64 // where the next evidence checkpoint pass starts (see checkpoints)
 
 	ws      *workspace.Monitor     // started on first WatchWorkspace; guarded by mu
+	kills   kills.Set              // Command's kills in their grace, which Close waits for
 	wsHook  func(*Session, string) // tests only: after each workspace change, with its path
 	armHook func()                 // tests only: called between armedAt's store and the timer's reset
 }
@@ -344,14 +347,19 @@ func (w *Watchdog) Run(ctx context.Context, id string, p Policy, fn func(ctx con
 }
 
 // Check is the settle point for tests on a fake clock: when it returns nil,
-// every verdict due at or before the clock's now has been decided and
-// applied, and every event whose recording is due has been attempted
-// (events whose Append failed stay queued for retry). Advance a
-// *clock.Mock, then call Check; late or duplicate timer callbacks from the
-// mock are harmless. Check returns ErrClosed after Close, or ctx's error.
+// every file change in a watched workspace made before the call has been
+// delivered as evidence (on Linux; see docs/testing.md), every verdict due
+// at or before the clock's now has been decided and applied, and every
+// event whose recording is due has been attempted (events whose Append
+// failed stay queued for retry). Advance a *clock.Mock, then call Check;
+// late or duplicate timer callbacks from the mock are harmless. Check
+// returns ErrClosed after Close, or ctx's error.
 func (w *Watchdog) Check(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if err := w.syncWorkspace(ctx); err != nil {
+		return err
 	}
 	for _, f := range []func(context.Context) error{
 		func(ctx context.Context) error { return record.RoundTrip(ctx, w.checkCh, w.done) },
@@ -371,8 +379,10 @@ func (w *Watchdog) Check(ctx context.Context) error {
 // Close stops the scheduler, cancels the context of every session still
 // watched with cause ErrClosed (recording no terminal event, so each can be
 // resumed where it was; after a step of the wall clock, a checkpoint, so a
-// restart times it on the stepped clock), makes a last attempt to record
-// every pending event until ctx ends, and waits for every goroutine the
+// restart times it on the stepped clock), waits for the kills Command began
+// before it until each tree is gone and records them (a tree's end, not its
+// grace's: see Command), makes a last attempt to record every pending event
+// until ctx ends, and waits for every goroutine the
 // Watchdog started, until ctx ends. Callers blocked in Within or Call are
 // released with ErrClosed; a handler function that ignores its context is
 // user code and is not waited for (see Stats).
@@ -381,18 +391,16 @@ func (w *Watchdog) Check(ctx context.Context) error {
 // an Observer hook, an action or a Clock that ignores its context is left
 // running, and the error names only it. The error wraps ErrNotRecorded and names
 // each event Close could not record (the one a hung Append was writing may
-// still be recorded). Later calls do nothing but wait for the first one and
+// still be recorded) and each kill whose tree was still alive when ctx
+// ended. Later calls do nothing but wait for the first one and
 // return its result.
 func (w *Watchdog) Close(ctx context.Context) error {
 	w.closeOnce.Do(func() {
 		if ctx == nil {
 			ctx = context.Background()
 		}
-		var now time.Time
-		if w.rt != nil || w.offset.Load() != 0 { // else no step was seen: a Clock of the user's (it may hang) is not read
-			now = w.now()
-		}
-		stepped := w.offset.Load() != 0 && w.recOffset() != 0 // and no fleet's store clock absorbed it
+		now, read := bound.Call(ctx, w.now)                           // sees a step of the wall clock; a Clock of the user's may block
+		stepped := read && w.offset.Load() != 0 && w.recOffset() != 0 // and no fleet's store clock absorbed it
 		w.mu.Lock()
 		w.closed = true
 		live := w.sessions.All()
@@ -428,7 +436,10 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		// that ignores its context (a Clock, a hook, a store, an action) is
 		// named in the error and left behind.
 		var stuck []string
-		sched := waitUntil(ctx, w.schedDone)
+		if !read {
+			stuck = append(stuck, "a call of the Clock's Now (no checkpoint was recorded after a step of the wall clock)")
+		}
+		sched := bound.Done(ctx, w.schedDone)
 		if w.closeTimer(sched); !sched {
 			stuck = append(stuck, "the scheduler goroutine (in a call of the Clock)")
 		}
@@ -441,26 +452,30 @@ func (w *Watchdog) Close(ctx context.Context) error {
 		if ws != nil {
 			ws.Close()
 		}
+		var killErr error
+		if left := w.kills.Wait(ctx); len(left) > 0 {
+			killErr = fmt.Errorf("watchdog: close: %w: %w: in its grace: %s", ErrNotRecorded, ctx.Err(), strings.Join(left, "; "))
+		}
 		recErr := w.rec.Close(ctx, ErrNotRecorded)
 		all := make(chan struct{})
 		go func() { w.wg.Wait(); close(all) }()
 		var relErr error
-		if !waitUntil(ctx, all) {
+		if !bound.Done(ctx, all) {
 			stuck = append(stuck, "the recorder goroutine (in the store's Append or Observer.OnEvent) or the fleet goroutine (in a Leaser call)")
 		} else {
 			relErr = w.releaseLease(ctx) // the windows left open can be adopted at once
 		}
-		if w.tickObs != nil && !waitUntil(ctx, w.tickObs.done) {
+		if w.tickObs != nil && !bound.Done(ctx, w.tickObs.done) {
 			stuck = append(stuck, "Observer.OnSchedulerTick")
 		}
-		if !waitUntil(ctx, acting) {
+		if !bound.Done(ctx, acting) {
 			stuck = append(stuck, "an action or Wait callback")
 		}
 		if len(stuck) > 0 {
 			relErr = errors.Join(relErr, fmt.Errorf("watchdog: close: %w: still running in user code that ignores its context: %s",
 				ctx.Err(), strings.Join(stuck, "; ")))
 		}
-		w.closeErr = errors.Join(recErr, relErr)
+		w.closeErr = errors.Join(killErr, recErr, relErr)
 		if w.closeErr != nil {
 			w.log.Error("watchdog: closed with events not recorded", zap.Error(w.closeErr))
 		}
@@ -472,21 +487,6 @@ func (w *Watchdog) Close(ctx context.Context) error {
 // excepted) may hold up the recording of every other session (see
 // record.Config.AppendTimeout).
 const appendTimeout = 10 * time.Second
-
-// waitUntil waits for done to be closed until ctx ends; it reports whether
-// it was (done wins when both are).
-func waitUntil(ctx context.Context, done <-chan struct{}) bool {
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	select {
-	case <-done:
-		return true
-	default:
-		return false
-	}
-}
 
 // NextDeadline returns the earliest instant at which a verdict is due for
 // one of the watched sessions, and false when no session is watched. Test

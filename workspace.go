@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,7 +37,9 @@ var defaultWorkspaceIgnore = []string{".git"}
 // submodule) is not followed.
 //
 // It returns an error wrapping ErrInvalidArgument for an empty root, a root
-// that is not a directory, or a bad pattern; the window's end cause if the
+// that is not a directory, a bad pattern, or a call inside a
+// testing/synctest bubble (whose time the watcher would stop: see
+// docs/testing.md); the window's end cause if the
 // window has ended; ErrClosed after Close.
 func (s *Session) WatchWorkspace(root string, ignore ...string) error {
 	if root == "" {
@@ -98,6 +101,9 @@ func (w *Watchdog) workspaceMonitor() (*workspace.Monitor, func(*Session, string
 		return nil, nil, ErrClosed
 	}
 	if w.ws == nil {
+		if err := workspace.NotInBubble(); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
 		m, err := workspace.New(w.log)
 		if err != nil {
 			return nil, nil, fmt.Errorf("watchdog: workspace monitor: %w", err)
@@ -105,6 +111,18 @@ func (w *Watchdog) workspaceMonitor() (*workspace.Monitor, func(*Session, string
 		w.ws = m
 	}
 	return w.ws, w.wsHook, nil
+}
+
+// syncWorkspace waits until the workspace monitor, if started, has
+// delivered every change made before the call (see Check).
+func (w *Watchdog) syncWorkspace(ctx context.Context) error {
+	w.mu.Lock()
+	m := w.ws
+	w.mu.Unlock()
+	if err := m.Sync(ctx); err != nil && !errors.Is(err, workspace.ErrClosed) { // closed: Check says so next
+		return fmt.Errorf("watchdog: check: %w", err)
+	}
+	return nil
 }
 
 // ignorePatterns checks WatchWorkspace's ignore patterns and returns them
@@ -150,6 +168,9 @@ func validWorkspace(root string, ignore []string) error {
 func checkWorkspaceDir(p Policy) error {
 	if p.WorkspaceRoot == "" {
 		return nil
+	}
+	if err := workspace.NotInBubble(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if fi, err := os.Stat(p.WorkspaceRoot); err != nil || !fi.IsDir() {
 		return fmt.Errorf("%w: workspace_root %q is not a directory", ErrInvalidArgument, p.WorkspaceRoot)

@@ -139,6 +139,10 @@ func TestEveryExportedFunctionTakesZeroValuesWithoutPanicking(t *testing.T) {
 			require.NoError(t, w.Close(context.Background()))
 		},
 		"NewMemoryStore": func(t *testing.T) { assert.NotNil(t, watchdog.NewMemoryStore()) },
+		"IdleAfter": func(t *testing.T) {
+			require.NoError(t, watchdog.IdleAfter(0).Validate()) // the idle rule off, as IdleWindow 0
+			require.ErrorIs(t, watchdog.IdleAfter(-time.Second).Validate(), watchdog.ErrInvalidPolicy)
+		},
 		"NewMemoryStoreWithRetention": func(t *testing.T) {
 			m, err := watchdog.NewMemoryStoreWithRetention(watchdog.Retention{})
 			require.NoError(t, err)

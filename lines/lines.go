@@ -88,7 +88,7 @@ func (l *writer) Write(p []byte) (int, error) {
 // scan reads p's lines and reports whether one that ended is new.
 func (l *writer) scan(p []byte) (fresh bool) {
 	for len(p) > 0 {
-		i := bytes.IndexAny(p, "\r\n")
+		i := eol(p)
 		part := p
 		if i >= 0 {
 			part = p[:i]
@@ -111,6 +111,21 @@ func (l *writer) scan(p []byte) (fresh bool) {
 		p = p[i+1:]
 	}
 	return fresh
+}
+
+// eol is the index of p's first "\r" or "\n", or -1: two IndexByte
+// scans (vectorized), the second only over the line the first found,
+// where IndexAny reads byte by byte.
+func eol(p []byte) int {
+	i := bytes.IndexByte(p, '\n')
+	head := p
+	if i >= 0 {
+		head = p[:i]
+	}
+	if j := bytes.IndexByte(head, '\r'); j >= 0 {
+		return j
+	}
+	return i
 }
 
 // end ends the current line and reports whether it is new.

@@ -19,10 +19,31 @@ import (
 	"github.com/sessionwatchdog/watchdog"
 )
 
-// Advance moves mock forward by d. It first calls Check on each of ws at
-// the mock's current instant, so that the actions and records of calls made
-// before it (a liveness rule's action decided by ReportLiveness, say) run
-// and are recorded at that instant. Then it stops at every instant within d at
+// Settle waits, without moving any clock, until each of ws has taken the
+// evidence that reaches it on the library's own goroutines and that
+// happened before the call, then settles at its clock's now: it calls
+// Check on each. The source it covers is the workspace monitor (Session.
+// WatchWorkspace, Policy.WorkspaceRoot): a file written before Settle is
+// evidence once it returns, dated by the Clock's reading then (on Linux,
+// where the watcher keeps its events in order; see docs/testing.md). So a
+// file written at mock +8 s, then Settle, is dated +8 s, where a mock moved
+// on before the monitor read the change would date it later.
+//
+// Evidence from goroutines of yours is yours to wait for: exec's copy of a
+// command's output into Session.Writer (cmd.Stdout = s.Writer(...)) runs
+// on exec's goroutine, so wait for cmd.Wait, or for a write you observe
+// through a writer of your own, before Settle or Advance.
+//
+// It returns the first Check error (ErrClosed after Close, ctx's error).
+func Settle(ctx context.Context, ws ...*watchdog.Watchdog) error {
+	return checkAll(ctx, ws)
+}
+
+// Advance moves mock forward by d. It first settles at the mock's current
+// instant (see Settle): evidence of the workspace monitor that happened
+// before it is dated at that instant, and the actions and records of calls
+// made before it (a liveness rule's action decided by ReportLiveness, say)
+// run and are recorded at that instant. Then it stops at every instant within d at
 // which one of ws has a verdict due, and calls Check on each of ws there and
 // at the end. When it returns nil, every verdict due at or before the
 // mock's new now has been decided, applied and recorded (or queued for retry

@@ -4,12 +4,16 @@
 package workspace
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"go.uber.org/zap"
@@ -23,6 +27,12 @@ type Monitor struct {
 	mu   sync.Mutex
 	dirs map[string]map[*watch]struct{} // watched directory -> interested watches
 	done chan struct{}
+
+	// Sync's sentinel directory (made on first use), its next file's
+	// number and the files Sync waits for; guarded by mu.
+	syncDir string
+	syncN   int
+	syncs   map[string]chan struct{}
 }
 
 type watch struct {
@@ -91,6 +101,113 @@ func (m *Monitor) Watch(root string, ignore []string, changed func(path string))
 func (m *Monitor) Close() {
 	_ = m.fsw.Close()
 	<-m.done
+	m.mu.Lock()
+	dir := m.syncDir
+	m.mu.Unlock()
+	if dir != "" {
+		_ = os.RemoveAll(dir)
+	}
+}
+
+func (m *Monitor) closed() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// releaseSyncs ends every Sync waiting: after an overflow of the kernel's
+// queue its sentinel may never come, and what it waited for is lost.
+func (m *Monitor) releaseSyncs() {
+	m.mu.Lock()
+	for path, seen := range m.syncs {
+		delete(m.syncs, path)
+		close(seen)
+	}
+	m.mu.Unlock()
+}
+
+// syncBound is how long Sync waits for its sentinel at most: the watcher
+// delivers it in microseconds unless something is wrong.
+const syncBound = 10 * time.Second
+
+// ErrClosed is what Sync returns once the Monitor is closed.
+var ErrClosed = errors.New("workspace monitor closed")
+
+// NotInBubble refuses a workspace inside a testing/synctest bubble, where
+// time.Now carries no monotonic reading: the watcher's goroutine waits on
+// I/O, which the bubble does not count as durably blocked, so the bubble's
+// time would never move again.
+func NotInBubble() error {
+	if t := time.Now(); t == t.Round(0) {
+		return errors.New("a workspace cannot be watched inside a testing/synctest bubble: the file watcher waits on I/O, " +
+			"which the bubble does not count as blocked, so its time would never move and the test would hang; " +
+			"test the workspace on a *clock.Mock outside the bubble (see docs/testing.md)")
+	}
+	return nil
+}
+
+// Sync waits until the Monitor has handled every change made before it
+// was called (each watch's changed has returned), until ctx ends, and 10 s
+// at most; a nil Monitor has none. After an overflow of the kernel's queue
+// (changes dropped) it returns at once. It
+// writes a sentinel file in a directory of its own, watched by the same
+// watcher, and waits for the Monitor to read its event: the kernel queues
+// one watcher's events in order (inotify), so every earlier change was read
+// first. On systems whose watcher does not keep that order across
+// directories (Windows) Sync only bounds the wait.
+func (m *Monitor) Sync(ctx context.Context) error {
+	if m == nil {
+		return nil
+	}
+	if m.closed() {
+		return ErrClosed
+	}
+	m.mu.Lock()
+	if m.syncDir == "" {
+		dir, err := os.MkdirTemp("", "watchdog-sync-")
+		if err == nil {
+			if err = m.fsw.Add(dir); err != nil {
+				_ = os.RemoveAll(dir)
+			}
+		}
+		if err != nil {
+			m.mu.Unlock()
+			return fmt.Errorf("workspace monitor: sync: %w", err)
+		}
+		m.syncDir, m.syncs = dir, make(map[string]chan struct{})
+	}
+	m.syncN++
+	path := filepath.Join(m.syncDir, strconv.Itoa(m.syncN))
+	seen := make(chan struct{})
+	m.syncs[path] = seen
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.syncs, path)
+		m.mu.Unlock()
+		_ = os.Remove(path)
+	}()
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		if m.closed() { // Close removed the directory
+			return ErrClosed
+		}
+		return fmt.Errorf("workspace monitor: sync: %w", err)
+	}
+	bound := time.NewTimer(syncBound)
+	defer bound.Stop()
+	select {
+	case <-seen:
+		return nil
+	case <-m.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-bound.C:
+		return fmt.Errorf("workspace monitor: sync: the watcher delivered no sentinel change within %v", syncBound)
+	}
 }
 
 func (m *Monitor) run() {
@@ -107,6 +224,9 @@ func (m *Monitor) run() {
 				return
 			}
 			m.log.Warn("watchdog: workspace monitor", zap.Error(err))
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				m.releaseSyncs() // the kernel dropped events, a sentinel among them maybe
+			}
 		}
 	}
 }
@@ -121,6 +241,14 @@ type interest struct {
 func (m *Monitor) handle(ev fsnotify.Event) {
 	dir := filepath.Dir(ev.Name)
 	m.mu.Lock()
+	if m.syncDir != "" && dir == m.syncDir { // Sync's sentinel: not a workspace's change
+		if seen, ok := m.syncs[ev.Name]; ok {
+			delete(m.syncs, ev.Name)
+			close(seen)
+		}
+		m.mu.Unlock()
+		return
+	}
 	var interested []interest
 	for ww := range m.dirs[dir] {
 		interested = append(interested, interest{ww, ww.dirs[dir]})

@@ -3,8 +3,12 @@
 package workspace
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,4 +96,41 @@ func TestARepositoryMadeAfterTheWatchIsFollowedToItsObjects(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(git, "refs", "tags", "v1"), []byte("ab"), 0o644))
 	require.NoError(t, os.Mkdir(filepath.Join(git, "marker"), 0o755))
 	require.Equal(t, filepath.Join(git, "marker"), next(t, paths, "the marker"), "writes under .git/refs are no event")
+}
+
+// Sync returns once every change made before it has been handled: the
+// watch's callback has run for each, in order, and Sync's own sentinel is
+// not reported to any watch.
+func TestSyncReturnsOnceEveryEarlierChangeIsHandled(t *testing.T) {
+	root := t.TempDir()
+	m, err := New(zap.NewNop())
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	var mu sync.Mutex
+	var seen []string
+	stop, err := m.Watch(root, []string{".git"}, func(p string) {
+		mu.Lock()
+		seen = append(seen, filepath.Base(p))
+		mu.Unlock()
+	})
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	for round := range 3 {
+		want := []string{}
+		for i := range 20 {
+			name := fmt.Sprintf("f%d-%d", round, i)
+			require.NoError(t, os.WriteFile(filepath.Join(root, name), nil, 0o600))
+			want = append(want, name)
+		}
+		require.NoError(t, m.Sync(context.Background()))
+		mu.Lock()
+		got := slices.Compact(slices.Clone(seen)) // a write is a create and a close-write
+		seen = seen[:0]
+		mu.Unlock()
+		require.Equal(t, want, got, "round %d", round)
+	}
+	var nilMonitor *Monitor
+	require.NoError(t, nilMonitor.Sync(context.Background()))
+	m.Close()
+	require.ErrorIs(t, m.Sync(context.Background()), ErrClosed)
 }

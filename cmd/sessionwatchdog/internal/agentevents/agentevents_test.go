@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -13,7 +12,7 @@ import (
 
 // readTranscript returns the payload lines of a testdata transcript: comment
 // and blank lines dropped, the pace column ("SECONDS\t") cut.
-func readTranscript(t *testing.T, name string) [][]byte {
+func readTranscript(t testing.TB, name string) [][]byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
@@ -32,7 +31,7 @@ func readTranscript(t *testing.T, name string) [][]byte {
 
 // parseAll parses every line and returns the events, each line's events
 // joined by " " and the lines by " | ".
-func parseAll(p Parser, lines [][]byte) string {
+func parseAll(p *Parser, lines [][]byte) string {
 	var parts []string
 	for _, l := range lines {
 		var evs []string
@@ -48,7 +47,13 @@ func parseAll(p Parser, lines [][]byte) string {
 				s += "[subagent]"
 			}
 			if e.Failed {
-				s += "[failed]"
+				s += "[failed:" + e.Status + "]"
+			}
+			if e.Background {
+				s += "[background]"
+			}
+			if e.Parent != "" {
+				s += "<" + e.Parent
 			}
 			evs = append(evs, s)
 		}
@@ -62,14 +67,14 @@ func parseAll(p Parser, lines [][]byte) string {
 // are the sub-agent's, the result ending the turn, the two foreign lines
 // unknown.
 func TestClaudeTranscript(t *testing.T) {
-	got := parseAll(Claude{}, readTranscript(t, "claude-stream-json.transcript"))
+	got := parseAll(mustNew(t, "claude"), readTranscript(t, "claude-stream-json.transcript"))
 	want := strings.Join([]string{
 		"output",
 		"output",
 		"output call_start:toolu_01A(Bash)",
-		"output call_end:toolu_01A[failed]",
+		"output call_end:toolu_01A[failed:is_error]",
 		"output call_start:toolu_02B(Task:general-purpose)[subagent]",
-		"subagent_output:toolu_02B call_start:toolu_03C(Read)",
+		"subagent_output:toolu_02B call_start:toolu_03C(Read)<toolu_02B",
 		"subagent_output:toolu_02B call_end:toolu_03C",
 		"unknown",
 		"subagent_output:toolu_02B",
@@ -89,14 +94,14 @@ func TestClaudeTranscript(t *testing.T) {
 // collab items as calls, file_change as a call seen only when completed,
 // the agent's words as output, turn.completed ending the turn.
 func TestCodexTranscript(t *testing.T) {
-	got := parseAll(Codex{}, readTranscript(t, "codex-exec-json.transcript"))
+	got := parseAll(mustNew(t, "codex"), readTranscript(t, "codex-exec-json.transcript"))
 	want := strings.Join([]string{
 		"output",
 		"output",
 		"output",
 		"call_start:item_1(command_execution)",
 		"call_update:item_1(command_execution)",
-		"call_end:item_1(command_execution)[failed]",
+		"call_end:item_1(command_execution)[failed:failed]",
 		"call_start:item_2(mcp:github/get_issue)",
 		"call_end:item_2(mcp:github/get_issue)",
 		"unknown",
@@ -122,11 +127,18 @@ func TestMalformedLinesAreUnknown(t *testing.T) {
 		`{"type":"item.completed","item":{"id":"x","type":"mystery"}}`, `{"type":"item.updated","item":[]}`,
 		"\xff\xfe{\"type\":\"result\"}", `{"type":"result"} trailing`,
 	}
-	for _, p := range []Parser{Claude{}, Codex{}} {
+	for _, name := range Names() {
+		p := mustNew(t, name)
 		for _, l := range lines {
 			evs := p.Parse([]byte(l))
+			if l == "" {
+				if len(evs) != 0 {
+					t.Errorf("%s: Parse(%q) = %+v, want no event", name, l, evs)
+				}
+				continue
+			}
 			if len(evs) != 1 || evs[0].Kind != Unknown {
-				t.Errorf("%T.Parse(%q) = %+v, want one Unknown", p, l, evs)
+				t.Errorf("%s: Parse(%q) = %+v, want one Unknown", name, l, evs)
 			}
 		}
 	}
@@ -149,15 +161,25 @@ func TestCleanName(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
-	for name, want := range map[string]Parser{"claude": Claude{}, "Claude-Code": Claude{}, "stream-json": Claude{}, "codex": Codex{}, "codex-exec": Codex{}} {
+	for name, want := range map[string]string{"claude": "claude", "Claude-Code": "claude", "stream-json": "claude", "codex": "codex", "codex-exec": "codex",
+		"gemini": "gemini", "gemini-cli": "gemini", "cursor": "cursor", "cursor-agent": "cursor"} {
 		p, err := New(name)
-		if err != nil || !reflect.DeepEqual(p, want) {
-			t.Errorf("New(%q) = %T, %v", name, p, err)
+		if err != nil || p.Name() != want {
+			t.Errorf("New(%q) = %v, %v; want %s", name, p, err, want)
 		}
 	}
-	if _, err := New("gemini"); err == nil || !strings.Contains(err.Error(), "claude, codex") {
-		t.Errorf("New(gemini): %v, want an error listing the formats", err)
+	if _, err := New("amp"); err == nil || !strings.Contains(err.Error(), "claude, codex, cursor, gemini") {
+		t.Errorf("New(amp): %v, want an error listing the formats", err)
 	}
+}
+
+func mustNew(t testing.TB, name string) *Parser {
+	t.Helper()
+	p, err := New(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // FuzzParsers: no line makes a parser panic or return no event, and every
@@ -173,9 +195,10 @@ func FuzzParsers(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		for _, p := range []Parser{Claude{}, Codex{}} {
+		for _, name := range Names() {
+			p := mustNew(t, name)
 			evs := p.Parse(line)
-			if len(evs) == 0 {
+			if len(evs) == 0 && len(bytes.TrimSpace(line)) > 0 {
 				t.Fatalf("%T: no event for %q", p, line)
 			}
 			for _, e := range evs {

@@ -1,8 +1,6 @@
 package agentevents
 
-import "encoding/json"
-
-// Codex parses OpenAI Codex CLI's headless event stream: the JSON lines
+// codex reads OpenAI Codex CLI's headless event stream: the JSON lines
 // that `codex exec --json` writes on stdout, as documented in
 //
 //   - https://developers.openai.com/codex/noninteractive (non-interactive
@@ -31,71 +29,110 @@ import "encoding/json"
 //
 // Early versions named the item's type "item_type" and the agent's message
 // "assistant_message"; both are read too.
-type Codex struct{}
-
-type codexLine struct {
-	Type string          `json:"type"`
-	Item json.RawMessage `json:"item"`
+type codex struct {
+	item bool // "item" is an object
+	// the values read, reused from line to line (no allocation a line)
+	typ, id, itemType, legacyType, status, server, tool []byte
 }
 
-type codexItem struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	ItemType string `json:"item_type"`
-	Status   string `json:"status"`
-	Server   string `json:"server"`
-	Tool     string `json:"tool"`
-}
-
-// Parse implements Parser.
-func (Codex) Parse(line []byte) []Event {
-	var l codexLine
-	if !decodeObject(line, &l) || l.Type == "" {
-		return unknown
+func (c *codex) reset() {
+	c.item = false
+	for _, b := range []*[]byte{&c.typ, &c.id, &c.itemType, &c.legacyType, &c.status, &c.server, &c.tool} {
+		*b = (*b)[:0]
 	}
-	switch l.Type {
+}
+
+func (c *codex) value(s *scanner, v []byte, str, over bool) {
+	if !str {
+		return
+	}
+	switch {
+	case s.at("type"):
+		c.typ = appendText(c.typ[:0], v)
+	case s.depth() == 2 && string(s.key(0)) == "item":
+		switch string(s.key(1)) {
+		case "id":
+			c.id = appendText(c.id[:0], v)
+		case "type":
+			c.itemType = appendText(c.itemType[:0], v)
+		case "item_type":
+			c.legacyType = appendText(c.legacyType[:0], v)
+		case "status":
+			c.status = appendText(c.status[:0], v)
+		case "server":
+			c.server = appendText(c.server[:0], v)
+		case "tool":
+			c.tool = appendText(c.tool[:0], v)
+		}
+	}
+}
+
+func (c *codex) closed(s *scanner, obj bool) {
+	if obj && s.at("item") {
+		c.item = true
+	}
+}
+
+func (c *codex) events(out []Event) []Event {
+	switch string(c.typ) {
 	case "thread.started", "turn.started", "error", "item.plan.delta", "request_user_input":
-		return output
+		return append(out, Event{Kind: Output})
 	case "turn.completed", "turn.failed":
-		return []Event{{Kind: Output}, {Kind: TurnEnd}}
+		return append(out, Event{Kind: Output}, Event{Kind: TurnEnd})
 	case "item.started", "item.updated", "item.completed":
 	default:
-		return unknown
+		return out
 	}
-	var it codexItem
-	if len(l.Item) == 0 || !decodeObject(l.Item, &it) {
-		return unknown
+	if !c.item {
+		return out
 	}
-	typ := it.Type
-	if typ == "" {
-		typ = it.ItemType
+	typ := c.itemType
+	if len(typ) == 0 {
+		typ = c.legacyType
 	}
 	var name string
 	sub := false
-	switch typ {
+	switch string(typ) {
 	case "agent_message", "assistant_message", "reasoning", "plan", "todo_list", "error":
-		return output
+		return append(out, Event{Kind: Output})
 	case "command_execution", "web_search", "file_change":
-		name = typ
+		name = string(typ)
 	case "mcp_tool_call":
-		name = CleanName("mcp:" + it.Server + "/" + it.Tool)
+		name = CleanName("mcp:" + string(c.server) + "/" + string(c.tool))
 	case "collab_tool_call":
-		name, sub = CleanName("collab:"+it.Tool), true
+		name, sub = CleanName("collab:"+string(c.tool)), true
 	default:
-		return unknown
+		return out
 	}
-	if it.ID == "" {
-		return unknown
+	if len(c.id) == 0 {
+		return out
 	}
-	e := Event{ID: it.ID, Name: name, Subagent: sub}
-	switch l.Type {
+	e := Event{ID: string(c.id), Name: name, Subagent: sub}
+	switch string(c.typ) {
 	case "item.started":
 		e.Kind = CallStart
 	case "item.updated":
 		e.Kind = CallUpdate
 	default:
 		e.Kind = CallEnd
-		e.Failed = it.Status == "failed" || it.Status == "declined"
+		if st := string(c.status); st == "failed" || st == "declined" {
+			e.Failed, e.Status = true, status(st)
+		}
 	}
-	return []Event{e}
+	return append(out, e)
+}
+
+func (c *codex) want(s *scanner) bool {
+	switch s.depth() {
+	case 1:
+		return string(s.key(0)) == "type"
+	case 2:
+		if string(s.key(0)) == "item" {
+			switch string(s.key(1)) {
+			case "id", "type", "item_type", "status", "server", "tool":
+				return true
+			}
+		}
+	}
+	return false
 }

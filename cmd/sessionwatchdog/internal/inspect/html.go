@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -63,7 +64,7 @@ func WriteHTML(w io.Writer, r Report, source string) error {
 		page.Sessions = append(page.Sessions, chartOf(i, s))
 		page.Events += len(s.Timeline)
 	}
-	return pageTemplate.Execute(w, page)
+	return pageTemplate().Execute(w, page)
 }
 
 type htmlPage struct {
@@ -522,16 +523,20 @@ func dur(s float64) time.Duration {
 
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
 
-var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
-	"sub": func(a, b float64) float64 { return round2(a - b) },
-	"add": func(a, b float64) float64 { return round2(a + b) },
-	"diamond": func(x, y float64) string {
-		return fmt.Sprintf("%g,%g %g,%g %g,%g %g,%g", x, y-7, x+7, y, x, y+7, x-7, y)
-	},
-	"triangle": func(x, y float64) string {
-		return fmt.Sprintf("%g,%g %g,%g %g,%g", x, y-7, x+7, y+6, x-7, y+6)
-	},
-}).Parse(pageHTML))
+// pageTemplate is parsed at its first use, not at the start of every
+// sessionwatchdog process (run's start-up among them).
+var pageTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("page").Funcs(template.FuncMap{
+		"sub": func(a, b float64) float64 { return round2(a - b) },
+		"add": func(a, b float64) float64 { return round2(a + b) },
+		"diamond": func(x, y float64) string {
+			return fmt.Sprintf("%g,%g %g,%g %g,%g %g,%g", x, y-7, x+7, y, x, y+7, x-7, y)
+		},
+		"triangle": func(x, y float64) string {
+			return fmt.Sprintf("%g,%g %g,%g %g,%g", x, y-7, x+7, y+6, x-7, y+6)
+		},
+	}).Parse(pageHTML))
+})
 
 const pageHTML = `<!DOCTYPE html>
 <html lang="en">

@@ -122,6 +122,10 @@ func TestRecoveryAndLayerKinds(t *testing.T) {
 			"retry", `phase "plan": attempt 2 after backoff 500ms (idle_exceeded)`},
 		{watchdog.Event{Kind: watchdog.KindRecoveryBudgetExceeded, Handler: "plan", Layer: "phase", Attempt: 3, Reason: "idle_exceeded"},
 			"recovery budget exceeded", `phase "plan": retries ran out at attempt 3 (idle_exceeded)`},
+		{watchdog.Event{Kind: watchdog.KindCallCompleted, Layer: "handler", Handler: "Bash", MeasureSeconds: 1.2, LimitSeconds: 600, Reason: "ok"},
+			"call done", `handler "Bash" ran 1.2s of cap 10m0s: ok`},
+		{watchdog.Event{Kind: watchdog.KindCallCompleted, Layer: "handler", Handler: "Bash", MeasureSeconds: 1.2, LimitSeconds: 600, Reason: "error", Error: "the agent reported the call failed (is_error)"},
+			"call failed", `handler "Bash" ran 1.2s of cap 10m0s: error (the agent reported the call failed (is_error))`},
 		{watchdog.Event{Kind: watchdog.KindVerdict, Rule: "idle", ActiveChannel: "none", HandlersInFlight: 2},
 			"CONTINUE", "handlers in flight 2"},
 	} {

@@ -282,6 +282,9 @@ func describe(e watchdog.Event) Entry {
 		}
 	case watchdog.KindCallCompleted:
 		en.Label = "call done"
+		if e.Reason == "error" {
+			en.Label = "call failed"
+		}
 		s := fmt.Sprintf("%s %s ran %s of cap %s: %s", orDash(e.Layer), quoted(e.Handler), secs(e.MeasureSeconds), secs(e.LimitSeconds), orDash(e.Reason))
 		if e.Error != "" {
 			s += " (" + e.Error + ")"

@@ -29,7 +29,8 @@ type options struct {
 	dsn, table  string
 	grace       time.Duration
 	events      string
-	parser      agentevents.Parser
+	parser      *agentevents.Parser
+	postTurn    time.Duration
 	callCap     time.Duration
 	subagentCap time.Duration
 	stdoutMode  string
@@ -46,6 +47,7 @@ const (
 	defaultCallCap     = 10 * time.Minute
 	defaultSubagentCap = 30 * time.Minute
 	defaultCheckpoints = time.Second
+	defaultPostTurn    = 30 * time.Second
 )
 
 // stderrChannel is the evidence channel of CMD's standard error.
@@ -123,11 +125,13 @@ func parseFlags(args []string, stdout, stderr io.Writer) (o options, code int, o
 	fs.StringVar(&o.table, "table", "", "with --dsn: the events `table` (default watchdog_events)")
 	o.grace = defaultGrace
 	fs.Var(durationFlag{d: &o.grace}, "grace", "how long the process tree has between SIGTERM and SIGKILL, a `duration`")
-	fs.StringVar(&o.events, "events", "", "parse CMD's stdout as this agent event `format`: "+strings.Join(agentevents.Names(), ", ")+"\n(claude: claude -p --output-format stream-json --verbose; codex: codex exec --json)")
+	fs.StringVar(&o.events, "events", "", "parse CMD's stdout as this agent event `format`: "+strings.Join(agentevents.Names(), ", ")+"\n(claude: claude -p --output-format stream-json --verbose; codex: codex exec --json;\ngemini: gemini -p --output-format stream-json; cursor: cursor-agent -p --output-format stream-json)")
 	o.callCap, o.subagentCap = defaultCallCap, defaultSubagentCap
 	fs.Var(durationFlag{d: &o.callCap}, "call-cap", "with --events: the longest `duration` a tool call in flight defers the idle rule")
 	fs.Var(durationFlag{d: &o.subagentCap}, "subagent-cap", "with --events: the longest `duration` a sub-agent in flight defers the idle rule")
-	fs.StringVar(&o.stdoutMode, "stdout", "all", "what of CMD's stdout is evidence without --events: all (every write) or lines (a line that\nrepeats none of the last 8)")
+	o.postTurn = defaultPostTurn
+	fs.Var(durationFlag{d: &o.postTurn, off: true}, "post-turn-grace", "with --events: how long the agent may stay, its turn ended and no call in flight, before it is\nstopped as finished but not exited (exit 123; off: never)")
+	fs.StringVar(&o.stdoutMode, "stdout", "all", "what of CMD's stdout is evidence: all (every write) or lines (a line that repeats none of the\nlast 8); with --events, what of the lines that are not events is")
 	fs.StringVar(&o.stderrMode, "stderr", "lines", "what of CMD's stderr is evidence: lines (a line that repeats none of the last 8), all\n(every write) or none")
 	o.checkpoints = defaultCheckpoints
 	fs.Var(durationFlag{d: &o.checkpoints}, "checkpoints", "record the session's evidence this `often` when it changed, so a resume continues\nthe idle rule from it (0: never)")
@@ -232,9 +236,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (o options, code int, o
 			return bad("--events: %v", err)
 		}
 		o.parser = parser
-		if set["stdout"] {
-			return bad("--stdout applies without --events only (with --events every line is parsed)")
-		}
+	} else if set["post-turn-grace"] {
+		return bad("--post-turn-grace needs --events (a turn's end is read from the agent's events)")
 	}
 	if o.callCap == 0 || o.subagentCap == 0 {
 		return bad("--call-cap and --subagent-cap must be positive")

@@ -7,7 +7,7 @@ package run
 // Exit codes of "sessionwatchdog run" beside the command's own (0 to 255
 // when it ends by itself). They sit where few programs put theirs: 124 to
 // 127 are timeout(1)'s and the shells', 128+N a death by signal N; 120 to
-// 122 are the watchdog's verdicts.
+// 122 are the watchdog's verdicts, 123 an agent done but not exited.
 const (
 	// ExitUsage: bad flags or arguments (nothing was started).
 	ExitUsage = 2
@@ -20,6 +20,12 @@ const (
 	// ExitOtherVerdict: another verdict of the watchdog stopped it (the
 	// children-wait ceiling or a liveness rule of a --policy file).
 	ExitOtherVerdict = 122
+	// ExitFinishedNotExited: with --events, the agent ended its turn (its
+	// result is recorded) and then neither exited nor started anything
+	// within --post-turn-grace (default 30s): it was stopped, recorded as
+	// a stop_requested by "sessionwatchdog run" whose why starts
+	// "finished_not_exited". A real stall still exits ExitIdle.
+	ExitFinishedNotExited = 123
 	// ExitWallClock: the window outran its wall-clock budget (--wall), as
 	// timeout(1) exits when its command times out.
 	ExitWallClock = 124
@@ -51,15 +57,24 @@ inspect" shows and "sessionwatchdog verify" checks.
 Evidence of work, each on its channel:
   stdout     every write of CMD's standard output (with --events, every line
              that is the agent's own output: messages, reasoning, results;
-             and any line that is not an event of the format)
+             and any line that is not an event of the format, with
+             --stdout lines only one that repeats none of the last 8)
   stderr     CMD's standard error, by default only a line that repeats none
              of the last 8 (a heartbeat or a spinner is not work: --stderr)
   workspace  file changes under --workspace DIR, git's included
-  mcp_tool   with --events: a tool call, as it starts and as it ends
-  subagent   with --events: a delegated sub-agent, and every line it writes
+  mcp_tool   with --events: a tool call, as it starts, progresses and ends
+  subagent   with --events: a delegated sub-agent (a background one from its
+             start to its notification), and every line it writes
 A tool call or sub-agent in flight is bounded work: the idle rule waits for
 it, up to its cap (--call-cap, --subagent-cap; the cap is recorded, and the
-idle rule applies again after it). Nothing extends --wall or --ceiling.
+idle rule applies again after it). A call the agent reports failed is
+recorded failed. The end of the agent's turn ends its calls in flight, but
+not a background sub-agent's (Claude Code's background tasks): those end at
+their notification, their cap, or CMD's end. Nothing extends --wall or
+--ceiling. With --events, an agent whose turn ended and that then neither
+exits nor starts anything for --post-turn-grace is stopped with exit 123.
+Formats: claude (Claude Code stream-json), codex (codex exec --json),
+gemini (Gemini CLI stream-json), cursor (cursor-agent stream-json).
 
 The idle rule (--idle): when stdout has been silent for longer than --idle
 and no other channel has evidence fresher than --ttl, the observation is
@@ -100,6 +115,9 @@ Exit codes:
   120    stopped by the idle rule: no sign of work
   121    stopped at the session ceiling (--ceiling)
   122    stopped by another rule of the policy (children wait, liveness)
+  123    with --events: the agent finished its turn but did not exit within
+         --post-turn-grace (stopped; recorded as stop_requested by
+         "sessionwatchdog run", why "finished_not_exited: ...")
   124    stopped at the wall clock (--wall), as timeout(1)
   125    the wrapper failed (event store, session start, command start)
   126    CMD cannot be executed
@@ -116,6 +134,7 @@ Examples:
   sessionwatchdog run --wall 1h --idle 3m --workspace . --events claude \
       -- claude -p "fix the failing test" --output-format stream-json --verbose
   sessionwatchdog run --idle 5m --workspace . --events codex -- codex exec --json "update the docs"
+  sessionwatchdog run --idle 5m --events gemini -- gemini -p "update the docs" --output-format stream-json
   sessionwatchdog run --session nightly-42 --log runs.jsonl --policy policy.json -- ./agent.py
   sessionwatchdog inspect runs.jsonl
 `

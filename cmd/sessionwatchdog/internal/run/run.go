@@ -107,6 +107,7 @@ type runner struct {
 	firstAt   time.Time    // when it came (forwardSignals's own)
 	forwarded atomic.Bool  // the operator's signal was forwarded to the group
 	exitCode  atomic.Int32 // the command's exit status when it ended by itself, -1 before
+	finished  atomic.Bool  // stopped after the post-turn grace: done, not exited
 }
 
 func (r *runner) say(format string, a ...any) {
@@ -271,7 +272,13 @@ func (r *runner) supervise(ctx context.Context, w *watchdog.Watchdog, s *watchdo
 	switch {
 	case r.o.parser != nil:
 		calls = newCalls(ctx, s, r.o.callCap, r.o.subagentCap)
+		if r.o.postTurn != watchdog.Off {
+			calls.postTurn, calls.finished = r.o.postTurn, func() { r.finishedNoExit(s) }
+		}
 		evw = &eventWriter{out: stdout, parser: r.o.parser, calls: calls}
+		if r.o.stdoutMode == "lines" {
+			evw.recent = &recentLines{}
+		}
 		cmd.Stdout = evw
 	case r.o.stdoutMode == "lines":
 		cmd.Stdout = lines.Writer(s, watchdog.ChannelStdout, stdout)
@@ -326,6 +333,25 @@ func (r *runner) supervise(ctx context.Context, w *watchdog.Watchdog, s *watchdo
 		}
 		r.exitCode.Store(int32(code))
 		return fmt.Errorf("%s exited with status %d", r.o.command[0], code)
+	}
+}
+
+// finishedBy is who the post-turn grace's stop is recorded as.
+const finishedBy = "sessionwatchdog run"
+
+// finishedNoExit stops the command that ended its turn and did not exit
+// within the post-turn grace: recorded as a stop by finishedBy (reason
+// stop_requested) whose why starts "finished_not_exited".
+// In shadow mode it stops nothing: it says so on stderr.
+func (r *runner) finishedNoExit(s *watchdog.Session) {
+	why := fmt.Sprintf("finished_not_exited: the agent's turn ended (its result was recorded) and it did not exit within the post-turn grace (%v)", r.o.postTurn)
+	if r.o.policy.Mode == watchdog.ModeShadow {
+		r.say("shadow mode, not stopped: %s", why)
+		return
+	}
+	r.finished.Store(true)
+	if err := s.StopBy(finishedBy, why); err != nil {
+		r.say("recording the post-turn stop: %v", err)
 	}
 }
 
@@ -477,6 +503,9 @@ func (r *runner) exitFor(res watchdog.Result, runErr error) int {
 		}
 		return ExitFailed // the command could not be started, or was not waited for
 	case watchdog.StopRequested:
+		if r.finished.Load() && r.signaled.Load() == 0 {
+			return ExitFinishedNotExited
+		}
 		if sig := r.signaled.Load(); sig != 0 {
 			return ExitSignalBase + int(sig)
 		}
@@ -504,6 +533,8 @@ func (r *runner) summary(res watchdog.Result, runErr error, code int, where stri
 		why = fmt.Sprintf("failed (%s exited with status %d)", r.o.command[0], r.exitCode.Load())
 	case why == watchdog.StopFailed && runErr != nil:
 		why = "failed (" + oneLine(runErr.Error()) + ")"
+	case why == watchdog.StopRequested && code == ExitFinishedNotExited:
+		why = fmt.Sprintf("finished_not_exited (the turn ended; no exit within the post-turn grace %v)", r.o.postTurn)
 	case why == watchdog.StopRequested:
 		why = fmt.Sprintf("stop_requested (%s, by %s)", signalName(syscall.Signal(r.signaled.Load())), r.o.operator)
 	}

@@ -11,6 +11,7 @@ import (
 	"html/template"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sessionwatchdog/watchdog"
@@ -155,10 +156,16 @@ func WriteHTML(w io.Writer, r wi.Report, source string) error {
 			FalseStop: termsafe.String(win.FalseStopWhy), Undetermined: termsafe.String(win.Undetermined),
 		})
 	}
-	return pageTemplate.Execute(w, page)
+	return pageTemplate().Execute(w, page)
 }
 
-var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
+// pageTemplate is parsed at its first use, not at the start of every
+// sessionwatchdog process (run's start-up among them).
+var pageTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("page").Parse(pageHTML))
+})
+
+const pageHTML = `<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -191,4 +198,4 @@ td.mono { font-family: ui-monospace, monospace; }
 </table>{{end}}
 </body>
 </html>
-`))
+`
