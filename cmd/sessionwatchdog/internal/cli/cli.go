@@ -214,9 +214,6 @@ Examples:
 // The run command is the exception: its command's output passes through
 // unchanged (see run.Main), and so does its help.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if runcmd.IsGuard() { // this process is the guard between "run" and its command
-		return runcmd.GuardMain(args)
-	}
 	if len(args) > 0 && args[0] == "run" {
 		return runcmd.Main(args[1:], stdin, stdout, stderr)
 	}
