@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/seconds"
 )
 
 // Follow returns a context derived from parent that is cancelled when a
@@ -183,9 +183,7 @@ func windowDeadline(evs []Event, window int) (time.Time, bool) {
 	return due, !due.IsZero()
 }
 
-func secondsDuration(s float64) time.Duration {
-	return time.Duration(math.Round(s * float64(time.Second)))
-}
+var secondsDuration = seconds.FromFloat
 
 // causeOf is the context cause a terminal event stands for.
 func causeOf(e Event) error {

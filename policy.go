@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/seconds"
 )
 
 // Defaults of the Policy fields whose zero value means a default.
@@ -266,13 +264,13 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		SupervisedOnly: p.SupervisedOnly, WorkspaceRoot: p.WorkspaceRoot, WorkspaceIgnore: p.WorkspaceIgnore}
 	for _, f := range j.durations(&p) {
 		if *f.d != 0 {
-			*f.s = formatSeconds(*f.d)
+			*f.s = seconds.Format(*f.d)
 		}
 	}
 	if len(p.PhaseBudgets) > 0 {
 		j.PhaseBudgets = make(map[string]json.RawMessage, len(p.PhaseBudgets))
 		for k, v := range p.PhaseBudgets {
-			j.PhaseBudgets[k] = formatSeconds(v)
+			j.PhaseBudgets[k] = seconds.Format(v)
 		}
 	}
 	switch {
@@ -280,7 +278,7 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		off := json.RawMessage("-1")
 		j.EvidenceTTL = &off
 	case p.EvidenceTTL != 0:
-		ttl := formatSeconds(p.EvidenceTTL)
+		ttl := json.RawMessage(seconds.Format(p.EvidenceTTL))
 		j.EvidenceTTL = &ttl
 	}
 	return json.Marshal(j)
@@ -329,78 +327,14 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// formatSeconds writes d as exact decimal seconds: 1.5, 0.000000001,
-// 9223372036.854775807.
-func formatSeconds(d time.Duration) json.RawMessage {
-	neg := d < 0
-	u := uint64(d) // two's complement: -d below, without overflow at MinInt64
-	if neg {
-		u = -u
-	}
-	b := strconv.AppendUint(nil, u/1e9, 10)
-	if frac := u % 1e9; frac != 0 {
-		f := strconv.AppendUint(nil, 1e9+frac, 10)[1:] // nine digits, leading zeros kept
-		b = append(append(b, '.'), bytes.TrimRight(f, "0")...)
-	}
-	if neg {
-		b = append([]byte{'-'}, b...)
-	}
-	return b
-}
-
-// parseSeconds reads a JSON number of seconds exactly into a duration. A
-// value that is not a JSON number, not a whole number of nanoseconds or does
-// not fit a time.Duration is an error naming field and the value.
+// parseSeconds reads a JSON number of seconds exactly (see seconds.Parse);
+// an error names field and the value.
 func parseSeconds(field string, n json.RawMessage) (time.Duration, error) {
-	s := string(n)
-	if s == "" || s == "null" {
-		return 0, nil
-	}
-	bad := func(why string) (time.Duration, error) {
+	d, why := seconds.Parse(string(n))
+	if why != "" {
 		return 0, fmt.Errorf("%w: %s = %.64s %s", ErrInvalidPolicy, field, n, why)
 	}
-	if c := s[0]; c != '-' && (c < '0' || c > '9') {
-		return bad("is not a JSON number of seconds (write 10 or 1.5, unquoted)")
-	}
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	mant, exp, _ := strings.Cut(strings.ToLower(s), "e")
-	ip, fp, _ := strings.Cut(mant, ".")
-	e := 0
-	if exp != "" {
-		// No document has 10^15 digits to make up for a larger exponent.
-		x, err := strconv.ParseInt(exp, 10, 64)
-		switch {
-		case (err != nil || x < -1e15) && strings.HasPrefix(exp, "-"):
-			e = -1e15
-		case err != nil || x > 1e15:
-			e = 1e15
-		default:
-			e = int(x)
-		}
-	}
-	digits := strings.TrimLeft(ip+fp, "0")
-	if digits == "" {
-		return 0, nil
-	}
-	// The value is digits * 10^scale nanoseconds.
-	scale := e - len(fp) + 9
-	digits, trailing := strings.TrimRight(digits, "0"), len(digits)-len(strings.TrimRight(digits, "0"))
-	scale += trailing
-	if scale < 0 {
-		return bad("is not a whole number of nanoseconds")
-	}
-	if len(digits)+scale > 19 {
-		return bad("does not fit a duration (at most about 292 years)")
-	}
-	u, err := strconv.ParseUint(digits+strings.Repeat("0", scale), 10, 64)
-	if err != nil || u > math.MaxInt64 {
-		return bad("does not fit a duration (at most about 292 years)")
-	}
-	if neg {
-		return -time.Duration(u), nil
-	}
-	return time.Duration(u), nil
+	return d, nil
 }
 
 // Validate reports the first invalid field of p, wrapped in ErrInvalidPolicy

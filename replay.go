@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/seconds"
 )
 
 // Mismatch is a recorded verdict that the decision, fed only the inputs
@@ -337,13 +338,4 @@ func progressText(v uint64, at time.Time) string {
 	return fmt.Sprintf("progress=%d at %s", v, at.UTC().Format(time.RFC3339Nano))
 }
 
-// limitSlack is how far a limit recorded as s seconds (Duration.Seconds)
-// may be from the duration the library used: none under 2^51 ns, whose
-// every nanosecond float64 seconds hold; above, two units in the last
-// place of s.
-func limitSlack(s float64) time.Duration {
-	if s*float64(time.Second) < 1<<51 {
-		return 0
-	}
-	return 2 * time.Duration(math.Ceil((math.Nextafter(s, math.Inf(1))-s)*float64(time.Second)))
-}
+var limitSlack = seconds.Slack
