@@ -12,19 +12,13 @@ import (
 	"github.com/sessionwatchdog/watchdog/internal/seconds"
 )
 
-// Defaults of the Policy fields whose zero value means a default.
+// Defaults of the Policy fields whose zero value means a default (see
+// each field; the first two are the seeds' defaults).
 const (
-	// defaultWallClock is the wall-clock budget of a window: four hours,
-	// the seed's session_wall_clock_seconds default.
-	defaultWallClock = 4 * time.Hour
-	// defaultEvidenceTTL is how fresh non-baseline evidence must be to
-	// defer an idle fire: 30 s (agent_idle_activity_evidence_ttl_seconds).
-	defaultEvidenceTTL = 30 * time.Second
-	// defaultSettleChecks is how many consecutive stale observations the
-	// idle rule needs before it acts (Kubernetes' failureThreshold).
-	defaultSettleChecks = 3
-	// defaultSettleInterval spaces the idle rule's stale observations.
-	defaultSettleInterval = 10 * time.Second
+	defaultWallClock      = 4 * time.Hour    // WallClock
+	defaultEvidenceTTL    = 30 * time.Second // EvidenceTTL
+	defaultSettleChecks   = 3                // SettleChecks (Kubernetes' failureThreshold)
+	defaultSettleInterval = 10 * time.Second // SettleInterval
 )
 
 // Off, as Policy.EvidenceTTL, turns idle deferral off: only the baseline
@@ -231,8 +225,7 @@ type policyJSON struct {
 	WorkspaceIgnore []string                   `json:"workspace_ignore,omitempty"`
 }
 
-// durationKnob is one of Policy's plain duration fields beside its JSON
-// knob, in seconds.
+// durationKnob is a plain duration field of Policy beside its JSON knob.
 type durationKnob struct {
 	key string
 	d   *time.Duration
@@ -284,12 +277,10 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 	return json.Marshal(j)
 }
 
-// UnmarshalJSON decodes the seeds' knob names. Durations are read exactly,
-// as JSON numbers of seconds: a string, a value that is not a whole number
-// of nanoseconds (1e-10) or that overflows time.Duration is an error naming
-// the field and the value, never read into another meaning; so are unknown
-// fields and values of the wrong type. An evidence TTL of -1 means Off, and
-// so does 0, as older versions wrote it. It does not validate; call
+// UnmarshalJSON decodes the seeds' knob names, durations exactly (see
+// Policy): a bad duration, an unknown field or a value of the wrong type is
+// an error naming the field and the value. An evidence TTL of -1 means Off,
+// and so does 0, as older versions wrote it. It does not validate; call
 // Validate (Start and Resume do).
 func (p *Policy) UnmarshalJSON(b []byte) error {
 	var j policyJSON
@@ -409,11 +400,9 @@ func validMode(field string, m Mode) error {
 	return fmt.Errorf("%w: %s = %q, want %q or %q", ErrInvalidPolicy, field, m, ModeAct, ModeShadow)
 }
 
-// same reports whether p and q are the same policy: equal durations, numbers
-// and modes, and maps and slices with equal contents (nil and empty alike).
-// Sessions started under the same policy share one resolved config. Keep it
-// in step with the fields of Policy (TestPolicySameCoversEveryField checks
-// it).
+// same reports whether p and q are the same policy: equal fields, maps and
+// slices compared by content (nil and empty alike). Keep it in step with
+// Policy's fields (TestPolicySameCoversEveryField checks it).
 func (p *Policy) same(q *Policy) bool {
 	return p.WallClock == q.WallClock && p.SessionCeiling == q.SessionCeiling &&
 		p.ChildrenWaitCeiling == q.ChildrenWaitCeiling && p.IdleWindow == q.IdleWindow &&
@@ -439,10 +428,9 @@ func (p Policy) clone() Policy {
 	return p
 }
 
-// sessionConfig is what a session needs from its Policy, resolved once.
-// Sessions started with the same Policy share one (see Watchdog.config), so
-// a fleet of sessions under one policy does not pay for it per session. It
-// is never modified after it is built.
+// sessionConfig is what a session needs from its Policy, resolved once and
+// shared by the sessions started with the same Policy (see
+// Watchdog.config). It is never modified after it is built.
 type sessionConfig struct {
 	policy          Policy // as given, recorded on start and resume events
 	limits          decide.Limits

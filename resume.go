@@ -17,22 +17,21 @@ import (
 // restart with no extra state. If the last window has no terminal event the
 // session continues it, with its original start and under the whole policy
 // recorded for it: limits, channels, phase budgets, liveness rules and
-// modes (p is then validated but applies from the next window: a
-// supervisor configured differently never changes a running window; a
-// differing p is logged at warn level). Its timers go on from the window's
-// records, never restarted by the resume: the startup grace from the
-// window's start, the idle rule from the latest evidence recorded for the
-// window (on verdicts, decisions and checkpoints, see WithCheckpoints and
-// RecordCheckpoint) with its settle count; with no evidence recorded, the
-// evidence rules start again at the resume, and the resume event says so
-// (observed_since). Settle counts of liveness rules start again. Under
-// Policy.SupervisedOnly the time since the owner's last record is added to
-// the budget. If the last window ended (a cancel or a stop) Resume opens the
-// next window under p, starting now. It records a resume event (with the
-// evidence it continued from) and arms the scheduler before it returns. Resume does not judge whether a
-// session should go on (see Result.Resumable): a session that outran its
-// ceiling is cancelled again at once, since the ceiling counts from the
-// session's start.
+// modes (p is validated but applies from the next window: a supervisor
+// configured differently never changes a running window; a differing p is
+// logged at warn level). Its timers go on from the window's records, never
+// restarted by the resume: the startup grace from the window's start, the
+// idle rule from the latest evidence recorded for the window (on verdicts,
+// decisions and checkpoints, see WithCheckpoints and RecordCheckpoint) with
+// its settle count; with none recorded, the evidence rules start again at
+// the resume, and the resume event says so (observed_since). Settle counts
+// of liveness rules start again. Under Policy.SupervisedOnly the time since
+// the owner's last record is added to the budget. If the last window ended
+// (a cancel or a stop) Resume opens the next window under p, starting now.
+// It records a resume event (with the evidence it continued from) and arms
+// the scheduler before it returns. Resume does not judge whether a session
+// should go on (see Result.Resumable): a session that outran its ceiling is
+// cancelled again at once, since the ceiling counts from the session's start.
 //
 // A Resume that opens a window waits, with a store that arbitrates
 // openings, for the store's answer as Start does: of several Watchdogs that
@@ -98,8 +97,7 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 		r.by, r.why = amend[0], amend[1]
 	}
 	if err := w.reserve(s); err != nil {
-		s.cancel(err)
-		return nil, err
+		return s.orCancel(err)
 	}
 	fail := func(err error) (*Session, error) { w.release(s); s.cancel(err); return nil, err }
 	// Pending events first: an event that leaves the queue after this
@@ -201,11 +199,7 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 	if adopted == nil && (fresh || w.openings != nil) {
 		return w.open(ctx, s, KindResume, true, fresh)
 	}
-	if err := w.activate(s, KindResume, true, false, adopted); err != nil {
-		s.cancel(err)
-		return nil, err
-	}
-	return s, nil
+	return s.orCancel(w.activate(s, KindResume, true, false, adopted))
 }
 
 // pendingIn reports whether evs hold an event of window.
