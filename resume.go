@@ -51,13 +51,13 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 // Amend changes the policy of s's session, as an explicit and recorded act:
 // it ends s's window with a stop (reason "amended", StopAmended) and opens
 // the next window at once under p, whose resume event records who amended
-// it (by), why (why) and the new policy. So no live window's
-// deadline ever changes: s's context ends (cause ErrSessionStopped) and the
-// returned Session, whose context derives from ctx, runs the new window.
-// by and why are text of 1 to 1,024 bytes (see Start); p is validated
-// before anything is recorded. It returns an error wrapping
-// ErrInvalidArgument or ErrInvalidPolicy for bad input (s's window goes on),
-// the window's end cause if it had already ended, or Resume's errors.
+// it (by), why (why) and the new policy. So no live window's deadline ever
+// changes: s's context ends (cause ErrSessionStopped) and the returned
+// Session, whose context derives from ctx, runs the new window. by and why
+// are text of 1 to 1,024 bytes (see Start); p is validated before anything
+// is recorded. It returns an error wrapping ErrInvalidArgument or
+// ErrInvalidPolicy for bad input (s's window goes on), the window's end
+// cause if it had already ended, or Resume's errors.
 func (s *Session) Amend(ctx context.Context, p Policy, by, why string) (*Session, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: nil session", ErrInvalidArgument)
@@ -112,9 +112,8 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 	if err != nil {
 		return fail(err)
 	}
-	// The start instants are read from the latest events: after a step of
-	// the wall clock, the instants recorded later are shifted by the step
-	// (see timeline.go), so that the time elapsed since them stays true.
+	// The start instants are read from the latest events: a step of the
+	// wall clock shifts those recorded after it (see timeline.go).
 	seen := make(map[string]bool, len(loaded))
 	last, ended := 0, false
 	var lastWindowStart time.Time
@@ -212,17 +211,15 @@ func endedIn(evs []Event, window int) bool {
 	return slices.ContainsFunc(evs, func(e Event) bool { return e.Window > window || e.Window == window && e.Terminal() })
 }
 
-// carried is what an open window's records say of its evidence, for a
-// Resume or an adoption that continues the window: each channel's latest
-// recorded instant and counter (from verdicts, decisions, checkpoints and
-// earlier resumes), the latest idle floor, and the idle rule's settle count
-// if its last record of the window is a stale observation.
+// carried is what an open window's records (verdicts, decisions,
+// checkpoints, resumes) say of its evidence, for a Resume or an adoption
+// that continues the window.
 type carried struct {
-	evidence   []EvidenceEntry
-	floor      time.Time // the latest recorded observed_since
-	budgetFrom time.Time // the latest recorded budget_from
-	lastAt     time.Time // the latest record's instant: the owner's last sign of life
-	stale      int       // the idle rule's settle count at staleAt
+	evidence   []EvidenceEntry // each channel's latest recorded instant and counter
+	floor      time.Time       // the latest recorded observed_since
+	budgetFrom time.Time       // the latest recorded budget_from
+	lastAt     time.Time       // the latest record's instant: the owner's last sign of life
+	stale      int             // the idle rule's settle count at staleAt, if its last record is stale
 	staleAt    time.Time
 }
 
@@ -264,11 +261,10 @@ next:
 	}
 }
 
-// carry continues s's open window from what its records say (c): the
-// channels' evidence, the idle floor and the idle rule's settle count, so
-// that the resume itself restarts none of them. With no recorded evidence
-// the evidence rules start again now, and s's resume record says so
-// (observed_since). Called before s is shared.
+// carry continues s's open window from what its records say (c), so that
+// the resume restarts none of its evidence, idle floor and settle count;
+// with none recorded the evidence rules start again now (observed_since
+// says so). Called before s is shared.
 func (w *Watchdog) carry(s *Session, c *carried, adopted *Orphan) {
 	r := s.rw()
 	r.continued = true
