@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -105,15 +106,11 @@ func (s *Session) Progress(ch Channel, value uint64) bool {
 // Channel returns the channel named name: a built-in name ("stdout",
 // "mcp_tool", "subagent", "workspace") or one of the policy's Channels.
 func (s *Session) Channel(name string) (Channel, error) {
-	for i, n := range builtinChannels {
-		if n == name {
-			return Channel(i), nil
-		}
+	if i := slices.Index(builtinChannels, name); i >= 0 {
+		return Channel(i), nil
 	}
-	for i, n := range s.cfg.policy.Channels {
-		if n == name {
-			return Channel(len(builtinChannels) + i), nil
-		}
+	if i := slices.Index(s.cfg.policy.Channels, name); i >= 0 {
+		return Channel(len(builtinChannels) + i), nil
 	}
 	return 0, fmt.Errorf("%w: session %q has no evidence channel %q", ErrInvalidArgument, s.id, name)
 }

@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -27,11 +28,7 @@ import (
 // error wrapping ErrInvalidArgument for an undeclared rule, and the window's
 // end cause if it has ended. Safe for concurrent use.
 func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err error) {
-	declared := false
-	for _, r := range s.cfg.policy.LivenessRules {
-		declared = declared || r == rule
-	}
-	if !declared {
+	if !slices.Contains(s.cfg.policy.LivenessRules, rule) {
 		return false, fmt.Errorf("%w: session %q: liveness rule %q is not declared in the policy's liveness_rules", ErrInvalidArgument, s.id, rule)
 	}
 	w := s.w

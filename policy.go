@@ -376,18 +376,13 @@ func (p Policy) Validate() error {
 	if n := len(builtinChannels) + len(p.Channels); n > maxChannels {
 		return fmt.Errorf("%w: evidence_channels: %d channels, at most %d", ErrInvalidPolicy, n, maxChannels)
 	}
-	seen := map[string]bool{}
-	for _, name := range builtinChannels {
-		seen[name] = true
-	}
-	for _, name := range p.Channels {
+	for i, name := range p.Channels {
 		if err := checkName("channel name", name); err != nil {
 			return fmt.Errorf("%w: evidence_channels: %w", ErrInvalidPolicy, err)
 		}
-		if seen[name] {
+		if slices.Contains(builtinChannels, name) || slices.Contains(p.Channels[:i], name) {
 			return fmt.Errorf("%w: evidence_channels: channel %q declared twice (or is built in)", ErrInvalidPolicy, name)
 		}
-		seen[name] = true
 	}
 	return validWorkspace(p.WorkspaceRoot, p.WorkspaceIgnore)
 }
