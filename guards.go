@@ -12,9 +12,8 @@ import (
 	"github.com/sessionwatchdog/watchdog/internal/names"
 )
 
-// Checks at the edges: what the Watchdog refuses from outside (names and
-// text no store can keep, a store's values, a start it cannot time) and how
-// it protects itself from a store that is slow, down or panics.
+// Checks at the edges: what the Watchdog refuses from outside, and how it
+// protects itself from a store that is slow, down or panics.
 
 // validateStart checks Start's and Resume's arguments.
 func validateStart(ctx context.Context, id string, p Policy) error {

@@ -46,10 +46,9 @@ type opening struct {
 }
 
 // resumeMarks records on e, s's resume event, who amended the policy and
-// why (by, why), if s's window was opened by Amend; and, if the resume continues an
-// open window, what it continues from: the idle floor (observed_since: the
-// resume's own instant when nothing was recorded, see carry) and the
-// evidence carried over from the window's records.
+// why if Amend opened s's window, and the progress saved; if the resume
+// continues an open window, what from: the idle floor (observed_since, see
+// carry) and the evidence carried over from the window's records.
 func (s *Session) resumeMarks(e *Event) {
 	r := s.rare // set before the session was shared
 	if r == nil {

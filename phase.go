@@ -151,8 +151,7 @@ type phaseAttempt struct {
 	cancel context.CancelCauseFunc
 }
 
-// sleeper is a wake-up on the Watchdog's scheduler (deterministic on a fake
-// clock).
+// sleeper is a wake-up on the scheduler (deterministic on a fake clock).
 type sleeper struct {
 	item sched.Item[timed]
 	ch   chan struct{}

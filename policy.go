@@ -167,20 +167,18 @@ type Policy struct {
 	// continue_when_owner_lost.
 	ContinueWhenOwnerLost bool
 
-	// SupervisedOnly makes WallClock count supervised time only: time
-	// while a Watchdog owned the window. When an open window is resumed
-	// (or adopted) after its owner was lost, the gap since the owner's
-	// last sign of life (its last record of the window; for an adoption,
-	// its last heartbeat if later) is added to the budget, and the
-	// window's later events record the instant the budget counts from
-	// (budget_from). Choose it for agents that pause while no
-	// orchestrator runs, whose work waits for the supervisor; keep the
-	// default, false, wall-clock time, for agents that run on whether
-	// watched or not, whose cost is the time they run. A budget of
-	// supervised time is measured to within the owner's record rate: with
-	// no record for a while before the owner was lost, the gap, and so
-	// the budget, comes out longer. The session ceiling always counts
-	// wall-clock time. JSON: wall_clock_supervised_only.
+	// SupervisedOnly makes WallClock count supervised time only: time a
+	// Watchdog owned the window. When an open window is resumed (or
+	// adopted) after its owner was lost, the gap since the owner's last sign
+	// of life (its last record of the window; for an adoption, its last
+	// heartbeat if later) is added to the budget, and the window's later
+	// events record the instant the budget counts from (budget_from). For
+	// agents that pause while no orchestrator runs; keep the default, false
+	// (wall-clock time), for agents that run on whether watched or not. It is
+	// measured to within the owner's record rate: a while with no record
+	// before the owner was lost makes the gap, and the budget, longer. The
+	// session ceiling always counts wall-clock time. JSON:
+	// wall_clock_supervised_only.
 	SupervisedOnly bool
 
 	// WorkspaceRoot declares the session's workspace: an absolute

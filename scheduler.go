@@ -7,9 +7,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// schedule is the Watchdog's one scheduler goroutine. It sleeps until the
-// clock timer for the earliest deadline wakes it, or Check asks it to settle,
-// then runs a pass over everything due.
+// schedule is the Watchdog's one scheduler goroutine: it runs a pass when
+// the clock timer for the earliest deadline wakes it or Check asks it to.
 func (w *Watchdog) schedule() {
 	var rtC <-chan time.Time // the real clock's timer, read here directly
 	if w.rt != nil {
