@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -245,4 +246,4 @@ func (w *Watchdog) callAction(ctx context.Context, s *Session, v *VerdictError) 
 
 type panicError struct{ v any }
 
-func (p *panicError) Error() string { return "watchdog: action panicked: " + fmtAny(p.v) }
+func (p *panicError) Error() string { return "watchdog: action panicked: " + fmt.Sprint(p.v) }

@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -90,15 +91,13 @@ type Policy struct {
 	EvidenceTTL time.Duration
 
 	// StartupGrace keeps the idle rule unarmed until the session's first
-	// baseline output or until StartupGrace has passed since the window
-	// started, whichever is first. Zero means none. JSON:
-	// startup_grace_seconds.
+	// baseline output or StartupGrace after the window's start, whichever
+	// is first. Zero means none. JSON: startup_grace_seconds.
 	StartupGrace time.Duration
 
-	// MaxIdleDeferral caps how long one idle episode may be deferred by
-	// evidence: past it, silence on stdout is fatal even with fresh
-	// evidence elsewhere. Zero means no cap. JSON:
-	// max_idle_deferral_seconds.
+	// MaxIdleDeferral caps how long evidence may defer one idle episode:
+	// past it, silence on stdout is fatal even with fresh evidence
+	// elsewhere. Zero means no cap. JSON: max_idle_deferral_seconds.
 	MaxIdleDeferral time.Duration
 
 	// SettleChecks is how many consecutive stale observations, spaced by
@@ -146,8 +145,7 @@ type Policy struct {
 	RecoveryBudget int
 
 	// RecoveryBackoff is the wait before the first retry, doubling for
-	// each further one. Zero means 1 s. JSON:
-	// recovery_backoff_seconds.
+	// each further one. Zero means 1 s. JSON: recovery_backoff_seconds.
 	RecoveryBackoff time.Duration
 
 	// LivenessRules declares liveness rules of your own, by name, that
@@ -434,19 +432,13 @@ type sessionConfig struct {
 
 func newSessionConfig(p Policy) *sessionConfig {
 	p = p.clone()
-	c := &sessionConfig{policy: p, limits: p.limits(), grace: p.HandlerGrace,
-		recoveryBudget: p.RecoveryBudget, recoveryBackoff: p.RecoveryBackoff}
-	if c.grace == 0 {
-		c.grace = defaultHandlerGrace
-	}
+	c := &sessionConfig{policy: p, limits: p.limits(), grace: cmp.Or(p.HandlerGrace, defaultHandlerGrace),
+		recoveryBudget: p.RecoveryBudget, recoveryBackoff: cmp.Or(p.RecoveryBackoff, defaultRecoveryBackoff)}
 	switch {
 	case c.recoveryBudget == 0:
 		c.recoveryBudget = defaultRecoveryBudget
 	case c.recoveryBudget < 0:
 		c.recoveryBudget = 0
-	}
-	if c.recoveryBackoff == 0 {
-		c.recoveryBackoff = defaultRecoveryBackoff
 	}
 	return c
 }
@@ -454,30 +446,21 @@ func newSessionConfig(p Policy) *sessionConfig {
 // limits resolves p (already validated) into the decision's limits.
 func (p Policy) limits() decide.Limits {
 	l := decide.Limits{
-		WallClock:        p.WallClock,
+		WallClock:        cmp.Or(p.WallClock, defaultWallClock),
 		SessionCeiling:   p.SessionCeiling,
 		ChildWaitCeiling: p.ChildrenWaitCeiling,
 		IdleWindow:       p.IdleWindow,
 		EvidenceTTL:      p.EvidenceTTL,
 		StartupGrace:     p.StartupGrace,
 		MaxIdleDeferral:  p.MaxIdleDeferral,
-		SettleChecks:     p.SettleChecks,
-		SettleInterval:   p.SettleInterval,
-	}
-	if l.WallClock == 0 {
-		l.WallClock = defaultWallClock
+		SettleChecks:     cmp.Or(p.SettleChecks, defaultSettleChecks),
+		SettleInterval:   cmp.Or(p.SettleInterval, defaultSettleInterval),
 	}
 	switch l.EvidenceTTL {
 	case 0:
 		l.EvidenceTTL = defaultEvidenceTTL
 	case Off:
 		l.EvidenceTTL = 0
-	}
-	if l.SettleChecks == 0 {
-		l.SettleChecks = defaultSettleChecks
-	}
-	if l.SettleInterval == 0 {
-		l.SettleInterval = defaultSettleInterval
 	}
 	for r := range decide.NumRules {
 		if p.modeOf(ruleNames[r]) == ModeShadow {

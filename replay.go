@@ -190,9 +190,7 @@ func Replay(events []Event) ([]Mismatch, error) {
 			}
 		}
 	}
-	// An act decision must be followed by its outcome or by the end of its
-	// window; one with neither was not carried out, or its outcome was
-	// lost (or the log ends before it).
+	// The act decisions with neither an outcome nor the end of their window.
 	var unlinked []int
 	for _, idx := range open {
 		for _, i := range idx {

@@ -450,9 +450,8 @@ func (s *Session) decisionEvent(id string, f *decisionFacts, mode Mode, summary 
 }
 
 // cancelEvent builds the cancel event, with id, of verdict ve, recorded at
-// now for a decision taken at firedAt (both on the timeline), but for its
-// Recoverable, which the caller sets. Like event it may run on the
-// recorder goroutine.
+// now for a decision taken at firedAt (both on the timeline); the caller
+// sets its Recoverable. Like event it may run on the recorder goroutine.
 func (s *Session) cancelEvent(id string, ve *VerdictError, summary []EvidenceEntry, childWait time.Duration, now, firedAt time.Time) Event {
 	e := s.event(KindCancel, now)
 	e.ID = id
@@ -463,8 +462,6 @@ func (s *Session) cancelEvent(id string, ve *VerdictError, summary []EvidenceEnt
 	e.ChildrenWaitSeconds = childWait.Seconds()
 	return e
 }
-
-func fmtAny(v any) string { return fmt.Sprint(v) }
 
 // entryLane is the recorder lane of en: its session.
 func entryLane(en *entry) string {
