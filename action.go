@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -22,10 +23,9 @@ type actItem struct {
 }
 
 // actor runs the configured action (WithAction) and user callbacks off the
-// scheduler, one goroutine per session that has some to run: a session's
-// items run one at a time, in order, and a stuck action of one session
-// delays no other session's. Its queues are unbounded, so a slow action
-// never blocks the scheduler.
+// scheduler, one goroutine per session with some to run, in order (see the
+// goroutines in ARCHITECTURE.md). Its queues are unbounded, so a slow
+// action never blocks the scheduler.
 type actor struct {
 	w       *Watchdog
 	mu      sync.Mutex
@@ -136,10 +136,8 @@ func (w *Watchdog) runAction(ctx context.Context, it actItem) {
 		w.mu.Unlock() // the window ended meanwhile: a benign no-op
 		return
 	}
-	// Derive the verdict again at the action's own instant, from the
-	// rules' memory as it was just before the decision.
-	sn, now := s.snapshot(now)
-	sn.State = it.pre
+	sn, now := s.snapshot(now) // at the action's own instant
+	sn.State = it.pre          // the rules' memory as it was just before the decision
 	v := decide.Decide(s.cfg.limits, sn, now)
 	if !it.noRecheck && (v.Action != decide.Act || ruleNames[v.Rule] != it.v.Rule) {
 		s.clearActing()
@@ -248,4 +246,4 @@ func (w *Watchdog) callAction(ctx context.Context, s *Session, v *VerdictError) 
 
 type panicError struct{ v any }
 
-func (p *panicError) Error() string { return "watchdog: action panicked: " + fmtAny(p.v) }
+func (p *panicError) Error() string { return "watchdog: action panicked: " + fmt.Sprint(p.v) }

@@ -88,7 +88,7 @@ func TestCallsInFlightRunNoGoroutine(t *testing.T) {
 			require.NoError(t, err)
 		}
 		synctest.Wait()
-		assert.Equal(t, before, runtime.NumGoroutine())
+		assert.LessOrEqual(t, runtime.NumGoroutine(), before, "no goroutine per call (other tests' leftovers may end meanwhile)")
 		assert.Equal(t, 1000, s.Snapshot().CallsInFlight)
 		for _, h := range hs {
 			require.NoError(t, h.End(nil))

@@ -14,8 +14,9 @@ import (
 )
 
 // WithCheckpoints makes the Watchdog record, every d on its Clock, the
-// evidence of each window it watches whose evidence changed since its last
-// checkpoint, as a KindCheckpoint event (at most 4,096 per pass): a Resume
+// evidence of each window it watches whose evidence, calls in flight or
+// earliest stop (see Snapshot) changed since its last checkpoint, as a
+// KindCheckpoint event with them (at most 4,096 per pass): a Resume
 // of the window after a restart, or an adopter, continues the evidence
 // rules from the latest one instead of starting them again, and a budget of
 // supervised time (Policy.SupervisedOnly) counts the owner alive until
@@ -31,13 +32,14 @@ func WithCheckpoints(d time.Duration) Option {
 func (w *Watchdog) runCheckpoints(every time.Duration, tick <-chan struct{}, t *clock.Timer) {
 	defer w.wg.Done()
 	for ok := w.wait(tick, t); ok; ok = w.sleep(every) {
-		cps, ss, sums := w.checkpoints(0)
+		cps, sns, ss, sums := w.checkpoints(0, 0)
 		now := w.now()
 		for i, s := range ss {
 			e := s.event(KindCheckpoint, now)
 			e.EvidenceSummary, e.LimitSeconds = cps[i].Evidence, every.Seconds() // on the timeline (record shifts them); the interval, for what-if
+			e.HandlersInFlight, e.CallsInFlight, e.StopAt, e.StopRule = sns[i].CallsInFlight, sns[i].Calls, sns[i].StopAt, sns[i].StopRule
 			w.record(nil, e)
-			s.ckpt.Store(sums[i])
+			s.ckpt[0].Store(sums[i])
 		}
 	}
 }

@@ -138,3 +138,36 @@ func TestARemoteWorkersCheckpointIsCheckedAndItsFutureClamped(t *testing.T) {
 		require.NoError(t, w2.Close(context.Background()))
 	})
 }
+
+// A checkpoint records, besides the evidence, the calls in flight and the
+// earliest stop, as the session's Snapshot foretells them; the end of a
+// call makes another, with the earlier stop the idle rule then has.
+func TestACheckpointRecordsTheCallsInFlightAndTheEarliestStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := watchdog.NewMemoryStore()
+		p := watchdog.Policy{WallClock: time.Hour, IdleWindow: 30 * time.Second, SettleChecks: 1}
+		w := watchdog.New(watchdog.WithStore(store), watchdog.WithCheckpoints(time.Second))
+		defer w.Close(context.Background()) //nolint:errcheck // ends a failed test
+		s, err := w.Start(context.Background(), "agent", time.Now(), p)
+		require.NoError(t, err)
+		h, err := watchdog.Begin(s.Context(), "Bash", watchdog.CallLimits{Cap: 10 * time.Minute})
+		require.NoError(t, err)
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		in := s.Snapshot()
+		require.NoError(t, h.End(nil))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		out := s.Snapshot()
+		cps := ofKind(load(t, store, "agent"), watchdog.KindCheckpoint)
+		require.Len(t, cps, 2, "one with the call in flight, one after it ended")
+		assert.Equal(t, 1, cps[0].HandlersInFlight)
+		require.Len(t, cps[0].CallsInFlight, 1)
+		assert.Equal(t, "Bash", cps[0].CallsInFlight[0].Name)
+		assert.Equal(t, "idle", cps[0].StopRule)
+		assert.True(t, in.StopAt.Equal(cps[0].StopAt), "the stop the snapshot foretold: %v, recorded %v", in.StopAt, cps[0].StopAt)
+		assert.Zero(t, cps[1].HandlersInFlight)
+		assert.Empty(t, cps[1].CallsInFlight)
+		assert.True(t, out.StopAt.Equal(cps[1].StopAt) && cps[1].StopAt.Before(cps[0].StopAt), "recorded %v after %v, foretold %v", cps[1].StopAt, cps[0].StopAt, out.StopAt)
+	})
+}

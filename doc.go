@@ -5,16 +5,16 @@
 //
 // # Sessions and the wall-clock budget
 //
-// One Watchdog supervises many sessions with a single scheduler goroutine over
-// a deadline heap; a watched session costs a few hundred bytes and no CPU until
-// something is due. Start begins a session (window 1), Stop ends it normally,
-// Run wraps a pipeline loop and returns a Result envelope. When a window
-// outruns its budget (Policy.WallClock, default four hours) the session's
-// context is cancelled with a cause that errors.As reads as a *VerdictError,
-// so that errors.Is(context.Cause(ctx), ErrWallClockExceeded) holds, and exactly one
-// runtime.watchdog.cancel event is recorded. Resume re-attaches a session after
-// a restart by reading session_started_at back from the store; a resume after
-// a cancel opens a fresh window.
+// One Watchdog supervises many sessions with a single scheduler goroutine
+// over a deadline heap; a watched session costs a few hundred bytes and no
+// CPU until something is due. Start begins a session (window 1), Stop ends
+// it normally, Run wraps a pipeline loop and returns a Result envelope. When
+// a window outruns its budget (Policy.WallClock, default four hours) the
+// session's context is cancelled with a cause that errors.As reads as a
+// *VerdictError, so that errors.Is(context.Cause(ctx), ErrWallClockExceeded)
+// holds, and exactly one runtime.watchdog.cancel event is recorded. Resume
+// re-attaches a session after a restart by reading session_started_at back
+// from the store; a resume after a cancel opens a fresh window.
 //
 // # Idle detection on evidence
 //

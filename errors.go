@@ -55,10 +55,10 @@ var (
 	// ErrInvalidArgument wraps every other bad-input error (an empty session
 	// id, a zero start time, a nil context or function).
 	ErrInvalidArgument = errors.New("watchdog: invalid argument")
-	// ErrAlreadyDecided is returned by an EventStore's Append for a
-	// terminal event whose session window already has one: another
-	// Watchdog (or process) decided first. The Watchdog that gets it does not
-	// record or act twice.
+	// ErrAlreadyDecided is returned by an EventStore's Append for a terminal
+	// event whose session window already has one: another Watchdog (or
+	// process) decided first. The Watchdog that gets it does not record or
+	// act twice.
 	ErrAlreadyDecided = errors.New("watchdog: window already decided")
 	// ErrInvalidEvent is returned by an EventStore's Append for an event it
 	// can never record (an empty id, aggregate or kind, a window below 1).
@@ -69,12 +69,11 @@ var (
 )
 
 // VerdictError is the one typed error of the package: the verdict that ended
-// a session window. It is the context.Cause of the session's context, and
-// errors.Is matches it to the sentinel of its rule (ErrWallClockExceeded,
-// ErrIdleExceeded, ErrSessionCeilingExceeded, ErrChildrenWaitExceeded,
-// ErrLivenessFailed, ErrDeadlineExceeded). A session's context cause may be
-// a smaller error that errors.As reads as a *VerdictError: read it with
-// errors.As, not a type assertion.
+// a session window, the context.Cause of the session's context (maybe as a
+// smaller error that errors.As reads as a *VerdictError: read it with
+// errors.As, not a type assertion). errors.Is matches it to the sentinel of
+// its rule (ErrWallClockExceeded, ErrIdleExceeded, ErrSessionCeilingExceeded,
+// ErrChildrenWaitExceeded, ErrLivenessFailed, ErrDeadlineExceeded).
 type VerdictError struct {
 	SessionID string
 	Window    int

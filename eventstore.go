@@ -188,15 +188,19 @@ type Event struct {
 	// for) and the waiting state (which suspends the idle rule).
 	HandlersInFlight int  `json:"handlers_in_flight,omitempty"`
 	Waiting          bool `json:"waiting,omitempty"`
-	// CallsInFlight lists, on verdict and decision events, the handlers
-	// (Begin, Call, Within with LayerHandler) of the session that were
-	// running, oldest first and at most 100 (HandlersInFlight counts them
-	// all): which tool calls a verdict waited for or
-	// killed. On a deadline record (KindHandlerDeadline) it holds the
+	// CallsInFlight lists, on verdict, decision and evidence checkpoint
+	// events, the handlers (Begin, Call, Within with LayerHandler) of the
+	// session that were running, oldest first and at most 100
+	// (HandlersInFlight counts them all): which tool calls a verdict waited
+	// for or killed. On a deadline record (KindHandlerDeadline) it holds the
 	// call (or Within layer) that died, alone, with its start and all its
 	// limits, from which Replay re-derives which limit fired; deadline
 	// records of earlier versions have none.
 	CallsInFlight []CallInFlight `json:"calls_in_flight,omitempty"`
+	// StopAt and StopRule are, on an evidence checkpoint, the window's
+	// earliest stop and its rule then (Snapshot's); zero and "" if none.
+	StopAt   time.Time `json:"stop_at,omitzero"`
+	StopRule string    `json:"stop_rule,omitempty"`
 	// ObservedSince is a decision input on verdict events: the instant
 	// from which the idle rule counts (evidence before it does not count).
 	ObservedSince time.Time `json:"observed_since,omitzero"`
@@ -212,8 +216,8 @@ type Event struct {
 	// and a resume event after the previous window ended. A store that
 	// arbitrates openings (see Arbiter) keeps one such event per window.
 	OpensWindow bool `json:"opens_window,omitempty"`
-	// Owner is the Watchdog that recorded the event: a random id per New
-	// (see Leaser). Empty in logs of earlier versions.
+	// Owner is the Watchdog that recorded the event: its host, process id
+	// and a random suffix per New, or its WithEventIDPrefix (see Leaser). Empty in logs of earlier versions.
 	Owner string `json:"owner,omitempty"`
 	// AdoptedFrom and OwnerLastSeen are set on the resume event of a
 	// window adopted from a lost owner: that owner, and its last heartbeat

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -41,8 +42,7 @@ type chanState struct {
 // Watchdog's Clock. It is the hot path: lock-free, free of allocations,
 // safe from any goroutine, cheap enough to call on every line of output
 // (about the cost of a clock reading). A channel outside the session's
-// channels is ignored. Touching a session whose window has ended has no
-// effect on any verdict.
+// channels is ignored. Touching an ended window affects no verdict.
 func (s *Session) Touch(ch Channel) {
 	if uint(ch) < uint(len(s.evBuf)) {
 		s.mark(&s.evBuf[ch])
@@ -80,11 +80,10 @@ func (s *Session) mark(c *chanState) {
 }
 
 // Progress records a heartbeat that carries a progress value (a sub-agent's
-// step count, bytes written) on channel ch. It counts as evidence only when
-// value exceeds every value recorded on ch before (the first counts if it is
-// above zero), so a ticker that keeps pinging for a wedged worker does not
-// keep it alive. It reports whether the heartbeat counted. Lock-free and free
-// of allocations.
+// step count, bytes written) on channel ch. It counts as evidence, and
+// Progress reports true, only when value exceeds every value recorded on ch
+// before (the first if above zero), so a ticker that keeps pinging for a
+// wedged worker does not keep it alive. Lock-free and free of allocations.
 func (s *Session) Progress(ch Channel, value uint64) bool {
 	c := s.chanAt(ch)
 	if c == nil {
@@ -105,15 +104,11 @@ func (s *Session) Progress(ch Channel, value uint64) bool {
 // Channel returns the channel named name: a built-in name ("stdout",
 // "mcp_tool", "subagent", "workspace") or one of the policy's Channels.
 func (s *Session) Channel(name string) (Channel, error) {
-	for i, n := range builtinChannels {
-		if n == name {
-			return Channel(i), nil
-		}
+	if i := slices.Index(builtinChannels, name); i >= 0 {
+		return Channel(i), nil
 	}
-	for i, n := range s.cfg.policy.Channels {
-		if n == name {
-			return Channel(len(builtinChannels) + i), nil
-		}
+	if i := slices.Index(s.cfg.policy.Channels, name); i >= 0 {
+		return Channel(len(builtinChannels) + i), nil
 	}
 	return 0, fmt.Errorf("%w: session %q has no evidence channel %q", ErrInvalidArgument, s.id, name)
 }
@@ -149,9 +144,8 @@ func (e *evidenceWriter) Write(p []byte) (int, error) {
 	return e.w.Write(p)
 }
 
-// childWaits accounts the time a window spends waiting on children: the
-// union of open waits, so nested and concurrent waits count once. Guarded by
-// the Watchdog's lock.
+// childWaits is the time a window spends waiting on children: the union of
+// open waits, so nested and concurrent ones count once. Guarded by w.mu.
 type childWaits struct {
 	open      int
 	openSince time.Time

@@ -12,20 +12,18 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"go.uber.org/zap"
-
-	"github.com/sessionwatchdog/watchdog/internal/decide"
 )
 
 // Leaser is an optional interface of an EventStore that a fleet of
 // Watchdogs shares (the PostgreSQL store is one). Each Watchdog is an owner,
-// named by a random id per New (Event.Owner on every event it records), and
-// owns the windows it opens or resumes. Ownership is a lease: the Watchdog
-// renews it with Heartbeat every third of its time to live (WithLease,
-// default DefaultLeaseTTL), one call per Watchdog whatever the number of
-// sessions, and the store judges expiry on its own clock. A Watchdog made
-// WithAdoption calls Adopt about every sixth of the time to live and takes
-// over the windows Adopt hands it (see Policy.ContinueWhenOwnerLost). Close
-// calls Release, so a deploy does not wait out the lease.
+// named by an id per New (Event.Owner on every event it records), and owns
+// the windows it opens or resumes. Ownership is a lease: the Watchdog renews
+// it with Heartbeat every third of its time to live (WithLease, default
+// DefaultLeaseTTL), one call per Watchdog whatever the number of sessions,
+// and the store judges expiry on its own clock. A Watchdog made WithAdoption
+// calls Adopt about every sixth of the time to live and takes over the
+// windows Adopt hands it (see Policy.ContinueWhenOwnerLost). Close calls
+// Release, so a deploy does not wait out the lease.
 //
 // The store fences writes: an event of a window another owner holds (it
 // adopted the window, or resumed it after this owner's lease expired) is
@@ -111,22 +109,32 @@ type Orphan struct {
 }
 
 // Checkpoint is a window's evidence, per channel, as its owner saw it at a
-// heartbeat (see Leaser).
+// heartbeat (see Leaser), with, for a live list of the open windows, the
+// window's start and wall-clock deadline, the calls in flight then (how
+// many, and the oldest one's name) and the earliest instant a rule stops
+// the window, with that rule (zero and empty when not known).
 type Checkpoint struct {
-	SessionID string
-	Window    int
-	Evidence  []EvidenceEntry
+	SessionID                 string
+	Window                    int
+	Evidence                  []EvidenceEntry
+	WindowStartedAt, Deadline time.Time
+	CallsInFlight             int
+	OldestCall                string
+	StopAt                    time.Time
+	StopRule                  string
 }
 
 // maxCheckpoints bounds the checkpoints one heartbeat carries.
 const maxCheckpoints = 4096
 
-// checkpoints returns the evidence of the windows whose evidence changed
-// since their last checkpoint (by the sum of their channels' counters),
-// and that sum for each, to keep once the heartbeat succeeds; instants are
-// the timeline's plus off. Evidence is read lock-free; only the list of
-// sessions is taken under the lock.
-func (w *Watchdog) checkpoints(off time.Duration) (cps []Checkpoint, ss []*Session, sums []uint64) {
+// checkpoints returns, from each running window's Snapshot, the
+// checkpoints of those whose evidence or calls in flight changed since
+// their last one (by a key: the channels' counters summed, and, with calls
+// in flight, the calls and the earliest stop), with that key for each, to
+// keep once the heartbeat succeeds (in s.ckpt[of]); instants are the
+// timeline's plus off.
+// A window without calls whose evidence did not change costs no Snapshot.
+func (w *Watchdog) checkpoints(off time.Duration, of int) (cps []Checkpoint, sns []Snapshot, ss []*Session, keys []uint64) {
 	w.mu.Lock()
 	all := w.sessions.All()
 	w.mu.Unlock()
@@ -142,25 +150,35 @@ func (w *Watchdog) checkpoints(off time.Duration) (cps []Checkpoint, ss []*Sessi
 		if s.state.Load() != stateRunning {
 			continue
 		}
-		n := s.numChannels()
-		var sum uint64
-		for i := range n {
+		const callsBit = 1 << 63 // marks a key taken with calls in flight
+		var sum uint64           // lock-free: a window without calls whose evidence did not change is skipped
+		for i := range s.numChannels() {
 			sum += s.chanAt(Channel(i)).count.Load()
 		}
-		if sum == s.ckpt.Load() {
+		sum &^= callsBit
+		if sum == s.ckpt[of].Load() {
 			continue
 		}
-		ev := make([]EvidenceEntry, n)
-		for i := range n {
-			c := s.chanAt(Channel(i))
-			ev[i] = EvidenceEntry{Channel: s.channelName(i), Counter: c.count.Load()}
-			if l := c.last.Load(); l != decide.Never {
-				t := time.Unix(0, l).Add(off).UTC()
-				ev[i].LastAt = &t
+		sn := s.Snapshot()
+		key := sum // with calls in flight, a key of the evidence, the calls and the stop
+		if sn.CallsInFlight > 0 {
+			key = (sum + uint64(sn.CallsInFlight)<<40 ^ uint64(toNanos(sn.StopAt))) | callsBit
+		}
+		if key == s.ckpt[of].Load() || !sn.Running {
+			continue
+		}
+		d := off - time.Duration(w.offset.Load()) // Snapshot's wall instants to the timeline, plus off
+		for _, t := range sn.times() {
+			if t != nil && !t.IsZero() {
+				*t = t.Add(d).UTC()
 			}
 		}
-		cps = append(cps, Checkpoint{SessionID: s.id, Window: int(s.window), Evidence: ev})
-		ss, sums = append(ss, s), append(sums, sum)
+		cp := Checkpoint{SessionID: s.id, Window: int(s.window), Evidence: sn.Evidence, WindowStartedAt: sn.WindowStartedAt, Deadline: sn.Deadline,
+			CallsInFlight: sn.CallsInFlight, StopAt: sn.StopAt, StopRule: sn.StopRule}
+		if len(sn.Calls) > 0 {
+			cp.OldestCall = sn.Calls[0].Name
+		}
+		cps, sns, ss, keys = append(cps, cp), append(sns, sn), append(ss, s), append(keys, key)
 	}
 	return
 }
@@ -186,7 +204,8 @@ func (w *Watchdog) seed(s *Session, ev []EvidenceEntry) {
 			sum += en.Counter
 		}
 	}
-	s.ckpt.Store(sum)
+	s.ckpt[0].Store(sum)
+	s.ckpt[1].Store(sum)
 }
 
 // DefaultLeaseTTL is a Watchdog's lease time to live with a Leaser store
@@ -308,7 +327,7 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 		default:
 		}
 	}()
-	cps, ss, sums := w.checkpoints(w.recOffset()) // recorded instants
+	cps, _, ss, sums := w.checkpoints(w.recOffset(), 1) // recorded instants
 	if err := w.faults.call("Leaser.Heartbeat", func() error { return f.store.Heartbeat(ctx, w.owner, f.ttl, cps) }); err != nil {
 		w.leaseFailures.Add(1)
 		w.log.Warn("watchdog: lease heartbeat failed; other fleet members adopt this Watchdog's windows once its lease expires",
@@ -317,7 +336,7 @@ func (w *Watchdog) heartbeat(within time.Duration) {
 	}
 	w.leaseRenewals.Add(1)
 	for i, s := range ss {
-		s.ckpt.Store(sums[i])
+		s.ckpt[1].Store(sums[i])
 	}
 	ctx, cancel = context.WithTimeout(f.ctx, within) // a bound of their own: a pause may have spent the first
 	defer cancel()

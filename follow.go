@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/seconds"
 )
 
 // Follow returns a context derived from parent that is cancelled when a
@@ -18,29 +18,30 @@ import (
 // Follow was called. Its cause is a *VerdictError for a cancel (so
 // errors.Is(context.Cause(ctx), ErrWallClockExceeded) holds) and
 // ErrSessionStopped for a stop (wrapped with the stop reason code when it
-// is not "completed", for example owner_lost after an adoption). It lets a component that did not start the
-// watch exit cleanly when the watchdog fires (cooperative cancellation).
+// is not "completed", for example owner_lost after an adoption). It lets a
+// component that did not start the watch exit cleanly when the watchdog
+// fires (cooperative cancellation).
 //
 // Follow has a backstop, so that a worker never runs on unsupervised when
 // every supervisor is gone: from the window's start or resume record (read
 // at Follow, or received later) it knows the window's deadline (the
-// earliest of the wall-clock budget from the window's start and the
-// session ceiling from the session's start, among the rules the recorded
-// policy acts on), and if no terminal event has arrived FollowGrace after
-// that deadline, the context ends with cause ErrSupervisorLost. Any record
-// of the window received after the deadline (a decision, an action that
-// failed and is retried) shows a supervisor at work and moves the backstop
-// to FollowGrace after its arrival. A window whose record carries no
-// policy, or whose absolute rules are all in shadow mode, has no backstop.
+// earliest of the wall-clock budget from the window's start and the session
+// ceiling from the session's start, among the rules the recorded policy
+// acts on); with no terminal event FollowGrace after it, the context ends
+// with cause ErrSupervisorLost. A record of the window received after the
+// deadline (a decision, a failed action retried) shows a supervisor at work
+// and moves the backstop to FollowGrace after its arrival. A window whose
+// record has no policy, or whose absolute rules are all in shadow mode, has
+// no backstop.
 //
-// The backstop compares the recorded deadline with the clock given with
-// WithClock among opts (default: the real clock; of the other options only
-// WithLogger counts: it logs the panics recovered from the store, returned
-// as errors, and from the Clock, guarded as in New), so that clock must agree with the supervisors' to within
-// FollowGrace: a follower whose host clock runs ahead by more, or was
-// stepped forward by more, gives the supervisor up early. In tests on a
-// fake clock pass the same clock; on the real clock, a recorded deadline
-// from a fake one is long past and ends the follower at once.
+// The backstop reads the clock given with WithClock among opts (default:
+// the real clock; of the other options only WithLogger counts: it logs the
+// panics recovered from the store, returned as errors, and from the Clock,
+// guarded as in New), which must agree with the supervisors' to within
+// FollowGrace: a follower whose host clock runs, or was stepped, ahead by
+// more gives the supervisor up early. In tests on a fake clock pass the same
+// clock; on the real clock, a recorded deadline from a fake one is long
+// past and ends the follower at once.
 //
 // store must implement Subscriber, or Follow returns an error wrapping
 // ErrInvalidArgument. Call the returned CancelFunc when done: it ends the
@@ -103,8 +104,7 @@ func Follow(parent context.Context, store EventStore, sessionID string, opts ...
 	return ctx, stop, nil
 }
 
-// followBackstop ends a Follow context when no terminal event arrives by
-// FollowGrace after the window's deadline. Used by Follow's goroutine only,
+// followBackstop is Follow's backstop, used by Follow's goroutine only
 // after Follow armed it.
 type followBackstop struct {
 	clock  Clock
@@ -116,8 +116,7 @@ type followBackstop struct {
 	timer  *clock.Timer // nil when not armed
 }
 
-// arm sets the window's deadline and gives the supervisor up FollowGrace
-// after it.
+// arm gives the supervisor up FollowGrace after the window's deadline due.
 func (b *followBackstop) arm(window int, due time.Time) {
 	b.window, b.due = window, due
 	b.set(due.Add(FollowGrace))
@@ -183,9 +182,7 @@ func windowDeadline(evs []Event, window int) (time.Time, bool) {
 	return due, !due.IsZero()
 }
 
-func secondsDuration(s float64) time.Duration {
-	return time.Duration(math.Round(s * float64(time.Second)))
-}
+var secondsDuration = seconds.FromFloat
 
 // causeOf is the context cause a terminal event stands for.
 func causeOf(e Event) error {

@@ -6,20 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sessionwatchdog/watchdog/internal/names"
 )
 
-// Checks at the edges: what the Watchdog refuses from outside (names and
-// text no store can keep, a store's values, a start it cannot time) and how
-// it protects itself from a store that is slow, down or panics.
-
-// maxNameLen is the longest session id, event id, channel, rule, phase or
-// handler name, in bytes, that the Watchdog and its stores accept: every
-// bundled store keeps it (PostgreSQL's index holds about 2.7 kB).
-const maxNameLen = 1024
+// Checks at the edges: what the Watchdog refuses from outside, and how it
+// protects itself from a store that is slow, down or panics.
 
 // validateStart checks Start's and Resume's arguments.
 func validateStart(ctx context.Context, id string, p Policy) error {
@@ -32,61 +26,13 @@ func validateStart(ctx context.Context, id string, p Policy) error {
 	return p.Validate()
 }
 
-// checkName reports what makes s unusable as an id or a name (what says
-// which): empty, longer than maxNameLen bytes, not valid UTF-8, or holding
-// a NUL byte, none of which every store can keep. The caller wraps it in
-// its sentinel.
-func checkName(what, s string) error {
-	switch {
-	case s == "":
-		return fmt.Errorf("empty %s", what)
-	case len(s) > maxNameLen:
-		return fmt.Errorf("%s %s is %d bytes long, at most %d", what, quoteShort(s), len(s), maxNameLen)
-	case strings.IndexByte(s, 0) >= 0:
-		return fmt.Errorf("%s %s holds a NUL byte", what, quoteShort(s))
-	}
-	return checkText(what, s)
-}
-
-// checkText reports free text (a reason, an error) that JSON cannot carry
-// unchanged: invalid UTF-8, which encoding turns into U+FFFD. (A NUL is
-// fine: JSON escapes it, and the bundled stores keep an event's JSON as
-// JSON text.)
-func checkText(what, s string) error {
-	if !utf8.ValidString(s) {
-		return fmt.Errorf("%s %s is not valid UTF-8", what, quoteShort(s))
-	}
-	return nil
-}
-
-// quoteShort quotes s for an error message, cut after 64 bytes.
-func quoteShort(s string) string {
-	if len(s) > 64 {
-		return strconv.Quote(s[:64]) + "..."
-	}
-	return strconv.Quote(s)
-}
-
-// maxTextLen is where cleanText cuts free text.
-const maxTextLen = 4096
-
-// cleanText makes free text from user code (an action's error, a step's
-// name, a program's name) storable: invalid UTF-8 becomes U+FFFD, and text
-// longer than maxTextLen bytes is cut there, ending in "...".
-func cleanText(s string) string {
-	if len(s) <= maxTextLen && utf8.ValidString(s) {
-		return s
-	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) > maxTextLen {
-		cut := maxTextLen - 3
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "..."
-	}
-	return s
-}
+// The checks of ids, names and free text (see internal/names).
+var (
+	checkName  = names.Check
+	checkText  = names.CheckText
+	quoteShort = names.Quote
+	cleanText  = names.Clean
+)
 
 // checkExtra reports an Extra key that every reader could not keep apart
 // from a field of the contract (JSON decoders such as Go's match keys

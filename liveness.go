@@ -2,23 +2,24 @@ package watchdog
 
 import (
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
 )
 
-// ReportLiveness records one observation of a liveness rule of your own (a
-// health probe, a progress check, a heartbeat from another system) declared in
-// Policy.LivenessRules: stale or not. The rule follows the supervisor
-// discipline of the idle rule: it acts after Policy.SettleChecks consecutive
-// stale observations, counted at most once per Policy.SettleInterval; one
-// fresh observation resets the count, so a recovering session is never killed.
+// ReportLiveness records one observation, stale or not, of a liveness rule
+// of your own (a health probe, a progress check, a heartbeat from another
+// system) declared in Policy.LivenessRules. The rule follows the idle rule's
+// discipline: it acts after Policy.SettleChecks consecutive stale
+// observations, counted at most once per Policy.SettleInterval; one fresh
+// observation resets the count, so a recovering session is never killed.
 // Each stale observation that does not act yet is recorded as a
 // runtime.watchdog.verdict (settle_count of settle_checks). Its mode is
-// Policy.RuleModes[rule] (default Policy.Mode): in shadow mode the decision is
-// recorded once until a fresh observation, and nothing else happens; in act
-// mode the decision is recorded, then the session is cancelled with a
+// Policy.RuleModes[rule] (default Policy.Mode): in shadow mode the decision
+// is recorded once until a fresh observation, and nothing else happens; in
+// act mode the decision is recorded, then the session is cancelled with a
 // *VerdictError (Rule: rule, Reason "liveness_failed", errors.Is
 // ErrLivenessFailed, recoverable) or the configured action runs, then the
 // outcome is recorded.
@@ -27,11 +28,7 @@ import (
 // error wrapping ErrInvalidArgument for an undeclared rule, and the window's
 // end cause if it has ended. Safe for concurrent use.
 func (s *Session) ReportLiveness(rule string, stale bool) (decided bool, err error) {
-	declared := false
-	for _, r := range s.cfg.policy.LivenessRules {
-		declared = declared || r == rule
-	}
-	if !declared {
+	if !slices.Contains(s.cfg.policy.LivenessRules, rule) {
 		return false, fmt.Errorf("%w: session %q: liveness rule %q is not declared in the policy's liveness_rules", ErrInvalidArgument, s.id, rule)
 	}
 	w := s.w

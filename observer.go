@@ -39,9 +39,8 @@ type Observer struct {
 	OnSchedulerTick func(lateness time.Duration)
 }
 
-// tickHook calls Observer.OnSchedulerTick on a goroutine of its own, so that
-// a slow or stuck hook delays no fire. Passes made while the hook runs are
-// folded into its next call, with the largest of their latenesses.
+// tickHook calls Observer.OnSchedulerTick on a goroutine of its own (see
+// there), folding the passes made while the hook runs into its next call.
 type tickHook struct {
 	fn   func(lateness time.Duration)
 	max  atomic.Int64 // the largest lateness not delivered yet, plus one; 0 when none
@@ -215,18 +214,16 @@ type RuleMode struct {
 // SessionsByRule returns, for each rule and mode, how many of the windows
 // being watched (those Stats.Sessions counts) have that rule armed in that
 // mode by their Policy: wall_clock always (so its two modes add up to
-// Stats.Sessions), session_ceiling when SessionCeiling is set,
-// children_wait when ChildrenWaitCeiling is set, idle when IdleWindow is
-// set, and every declared liveness rule. A window counts from the Start or
-// Resume that opens or continues it until it ends (a stop or a cancel), the
-// Watchdog stops watching it (Close, or another owner holds it) or a
-// refused opening releases it; a shadow decision does not end it. Pairs
-// with no window are absent (nil when nothing is watched).
+// Stats.Sessions), session_ceiling, children_wait and idle when their
+// Policy field is set, and every declared liveness rule. A window counts
+// from the Start or Resume that opens or continues it until it ends (a stop
+// or a cancel), the Watchdog stops watching it (Close, or another owner
+// holds it) or a refused opening releases it; a shadow decision does not
+// end it. Pairs with no window are absent (nil when nothing is watched).
 //
 // It is safe for concurrent use, also after Close (then nil). It holds the
-// Watchdog's lock only to copy the list of sessions, and counts outside it:
-// it costs O(sessions), so call it once per metrics collection, not per
-// event.
+// Watchdog's lock only to copy the list of sessions: it costs O(sessions),
+// so call it once per metrics collection, not per event.
 func (w *Watchdog) SessionsByRule() map[RuleMode]int {
 	w.mu.Lock()
 	live := w.sessions.All()
@@ -234,10 +231,8 @@ func (w *Watchdog) SessionsByRule() map[RuleMode]int {
 	if len(live) == 0 {
 		return nil
 	}
-	// The built-in rules' counts depend on which rules are armed and which
-	// are in shadow mode: one bit each per rule, counted in an array.
-	var bySig [1 << (2 * decide.NumRules)]int
-	var liveness map[*sessionConfig]int // configs declaring liveness rules
+	var bySig [1 << (2 * decide.NumRules)]int // sessions by ruleSig
+	var liveness map[*sessionConfig]int       // configs declaring liveness rules
 	for _, s := range live {
 		c := s.cfg // set before the session was shared, never changed
 		bySig[c.ruleSig()]++

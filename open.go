@@ -46,10 +46,9 @@ type opening struct {
 }
 
 // resumeMarks records on e, s's resume event, who amended the policy and
-// why (by, why), if s's window was opened by Amend; and, if the resume continues an
-// open window, what it continues from: the idle floor (observed_since: the
-// resume's own instant when nothing was recorded, see carry) and the
-// evidence carried over from the window's records.
+// why if Amend opened s's window, and the progress saved; if the resume
+// continues an open window, what from: the idle floor (observed_since, see
+// carry) and the evidence carried over from the window's records.
 func (s *Session) resumeMarks(e *Event) {
 	r := s.rare // set before the session was shared
 	if r == nil {
@@ -176,42 +175,40 @@ func (w *Watchdog) settled(e *Event, err error) {
 // it activates s at once (the event is recorded in the background).
 func (w *Watchdog) open(ctx context.Context, s *Session, kind string, reserved, opens bool) (*Session, error) {
 	if w.openings == nil {
-		if err := w.activate(s, kind, reserved, false, nil); err != nil {
-			s.cancel(err)
-			return nil, err
-		}
-		return s, nil
+		return s.orCancel(w.activate(s, kind, reserved, false, nil))
 	}
 	if !reserved {
 		if err := w.reserve(s); err != nil {
-			s.cancel(err)
-			return nil, err
+			return s.orCancel(err)
 		}
 	}
-	if err := w.awaitLease(ctx); err != nil {
-		w.release(s)
-		s.cancel(err)
-		return nil, err
-	}
-	e := s.event(kind, w.now())
-	e.ID = w.newID()
-	e.Policy = &s.cfg.policy
-	e.OpensWindow = opens
-	s.resumeMarks(&e)
-	op := w.await(e.ID, s)
-	w.record(nil, e)
-	err := w.answer(ctx, op, e.ID)
-	switch {
-	case errors.Is(err, errAbandoned):
-	case errors.Is(err, ErrAlreadyWatched):
-		err = fmt.Errorf("%w: %q window %d is open elsewhere: %w", ErrAlreadyWatched, s.id, s.window, err)
-	case err != nil:
-		err = fmt.Errorf("watchdog: %q window %d: the store refused its opening: %w", s.id, s.window, err)
-	default:
-		err = w.activate(s, kind, true, true, nil)
+	err := w.awaitLease(ctx)
+	if err == nil {
+		e := s.event(kind, w.now())
+		e.ID, e.Policy, e.OpensWindow = w.newID(), &s.cfg.policy, opens
+		s.resumeMarks(&e)
+		op := w.await(e.ID, s)
+		w.record(nil, e)
+		err = w.answer(ctx, op, e.ID)
+		switch {
+		case errors.Is(err, errAbandoned):
+		case errors.Is(err, ErrAlreadyWatched):
+			err = fmt.Errorf("%w: %q window %d is open elsewhere: %w", ErrAlreadyWatched, s.id, s.window, err)
+		case err != nil:
+			err = fmt.Errorf("watchdog: %q window %d: the store refused its opening: %w", s.id, s.window, err)
+		default:
+			err = w.activate(s, kind, true, true, nil)
+		}
 	}
 	if err != nil {
 		w.release(s)
+	}
+	return s.orCancel(err)
+}
+
+// orCancel returns s if err is nil, else cancels s's context with err.
+func (s *Session) orCancel(err error) (*Session, error) {
+	if err != nil {
 		s.cancel(err)
 		return nil, err
 	}

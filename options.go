@@ -100,7 +100,9 @@ func WithAction(a func(ctx context.Context, s *Session, v *VerdictError) error) 
 
 // WithEventIDPrefix makes event ids prefix followed by a counter, so that a
 // test driving the Watchdog from a seed gets a byte-identical log every run.
-// Default: a random 12-hex-digit prefix per Watchdog. Never give two
+// Default: the host's name, the process id and 8 random hex digits,
+// "build7-4242-1a2b3c4d-", which names the owner of the Watchdog's windows
+// in a live list (see the live package). Never give two
 // Watchdogs that share a store the same prefix: stores treat a repeated id
 // as a retry and would drop the second event. A prefix longer than 256
 // bytes, not valid UTF-8 or holding a NUL byte cannot make ids a store

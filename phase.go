@@ -111,9 +111,8 @@ func RunPhase[T any](s *Session, name string, budget time.Duration, fn func(ctx 
 			}
 			return partial, attempts, err
 		}
-		// Time the retry from the verdict's instant, not from when this
-		// goroutine got here, so that a fake clock gives the same log and
-		// the same schedule on every run.
+		// Time the retry from the verdict's instant, not from now, so that
+		// a fake clock gives the same log and schedule on every run.
 		failedAt := w.fromRecord(v.FiredAt)
 		if v.FiredAt.IsZero() {
 			failedAt = w.now()
@@ -151,8 +150,7 @@ type phaseAttempt struct {
 	cancel context.CancelCauseFunc
 }
 
-// sleeper is a wake-up on the Watchdog's scheduler (deterministic on a fake
-// clock).
+// sleeper is a wake-up on the scheduler (deterministic on a fake clock).
 type sleeper struct {
 	item sched.Item[timed]
 	ch   chan struct{}

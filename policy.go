@@ -2,31 +2,24 @@ package watchdog
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/seconds"
 )
 
-// Defaults of the Policy fields whose zero value means a default.
+// Defaults of the Policy fields whose zero value means a default (see
+// each field; the first two are the seeds' defaults).
 const (
-	// defaultWallClock is the wall-clock budget of a window: four hours,
-	// the seed's session_wall_clock_seconds default.
-	defaultWallClock = 4 * time.Hour
-	// defaultEvidenceTTL is how fresh non-baseline evidence must be to
-	// defer an idle fire: 30 s (agent_idle_activity_evidence_ttl_seconds).
-	defaultEvidenceTTL = 30 * time.Second
-	// defaultSettleChecks is how many consecutive stale observations the
-	// idle rule needs before it acts (Kubernetes' failureThreshold).
-	defaultSettleChecks = 3
-	// defaultSettleInterval spaces the idle rule's stale observations.
-	defaultSettleInterval = 10 * time.Second
+	defaultWallClock      = 4 * time.Hour    // WallClock
+	defaultEvidenceTTL    = 30 * time.Second // EvidenceTTL
+	defaultSettleChecks   = 3                // SettleChecks (Kubernetes' failureThreshold)
+	defaultSettleInterval = 10 * time.Second // SettleInterval
 )
 
 // Off, as Policy.EvidenceTTL, turns idle deferral off: only the baseline
@@ -98,15 +91,13 @@ type Policy struct {
 	EvidenceTTL time.Duration
 
 	// StartupGrace keeps the idle rule unarmed until the session's first
-	// baseline output or until StartupGrace has passed since the window
-	// started, whichever is first. Zero means none. JSON:
-	// startup_grace_seconds.
+	// baseline output or StartupGrace after the window's start, whichever
+	// is first. Zero means none. JSON: startup_grace_seconds.
 	StartupGrace time.Duration
 
-	// MaxIdleDeferral caps how long one idle episode may be deferred by
-	// evidence: past it, silence on stdout is fatal even with fresh
-	// evidence elsewhere. Zero means no cap. JSON:
-	// max_idle_deferral_seconds.
+	// MaxIdleDeferral caps how long evidence may defer one idle episode:
+	// past it, silence on stdout is fatal even with fresh evidence
+	// elsewhere. Zero means no cap. JSON: max_idle_deferral_seconds.
 	MaxIdleDeferral time.Duration
 
 	// SettleChecks is how many consecutive stale observations, spaced by
@@ -154,8 +145,7 @@ type Policy struct {
 	RecoveryBudget int
 
 	// RecoveryBackoff is the wait before the first retry, doubling for
-	// each further one. Zero means 1 s. JSON:
-	// recovery_backoff_seconds.
+	// each further one. Zero means 1 s. JSON: recovery_backoff_seconds.
 	RecoveryBackoff time.Duration
 
 	// LivenessRules declares liveness rules of your own, by name, that
@@ -175,20 +165,18 @@ type Policy struct {
 	// continue_when_owner_lost.
 	ContinueWhenOwnerLost bool
 
-	// SupervisedOnly makes WallClock count supervised time only: time
-	// while a Watchdog owned the window. When an open window is resumed
-	// (or adopted) after its owner was lost, the gap since the owner's
-	// last sign of life (its last record of the window; for an adoption,
-	// its last heartbeat if later) is added to the budget, and the
-	// window's later events record the instant the budget counts from
-	// (budget_from). Choose it for agents that pause while no
-	// orchestrator runs, whose work waits for the supervisor; keep the
-	// default, false, wall-clock time, for agents that run on whether
-	// watched or not, whose cost is the time they run. A budget of
-	// supervised time is measured to within the owner's record rate: with
-	// no record for a while before the owner was lost, the gap, and so
-	// the budget, comes out longer. The session ceiling always counts
-	// wall-clock time. JSON: wall_clock_supervised_only.
+	// SupervisedOnly makes WallClock count supervised time only: time a
+	// Watchdog owned the window. When an open window is resumed (or
+	// adopted) after its owner was lost, the gap since the owner's last sign
+	// of life (its last record of the window; for an adoption, its last
+	// heartbeat if later) is added to the budget, and the window's later
+	// events record the instant the budget counts from (budget_from). For
+	// agents that pause while no orchestrator runs; keep the default, false
+	// (wall-clock time), for agents that run on whether watched or not. It is
+	// measured to within the owner's record rate: a while with no record
+	// before the owner was lost makes the gap, and the budget, longer. The
+	// session ceiling always counts wall-clock time. JSON:
+	// wall_clock_supervised_only.
 	SupervisedOnly bool
 
 	// WorkspaceRoot declares the session's workspace: an absolute
@@ -233,8 +221,7 @@ type policyJSON struct {
 	WorkspaceIgnore []string                   `json:"workspace_ignore,omitempty"`
 }
 
-// durationKnob is one of Policy's plain duration fields beside its JSON
-// knob, in seconds.
+// durationKnob is a plain duration field of Policy beside its JSON knob.
 type durationKnob struct {
 	key string
 	d   *time.Duration
@@ -266,13 +253,13 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		SupervisedOnly: p.SupervisedOnly, WorkspaceRoot: p.WorkspaceRoot, WorkspaceIgnore: p.WorkspaceIgnore}
 	for _, f := range j.durations(&p) {
 		if *f.d != 0 {
-			*f.s = formatSeconds(*f.d)
+			*f.s = seconds.Format(*f.d)
 		}
 	}
 	if len(p.PhaseBudgets) > 0 {
 		j.PhaseBudgets = make(map[string]json.RawMessage, len(p.PhaseBudgets))
 		for k, v := range p.PhaseBudgets {
-			j.PhaseBudgets[k] = formatSeconds(v)
+			j.PhaseBudgets[k] = seconds.Format(v)
 		}
 	}
 	switch {
@@ -280,18 +267,16 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		off := json.RawMessage("-1")
 		j.EvidenceTTL = &off
 	case p.EvidenceTTL != 0:
-		ttl := formatSeconds(p.EvidenceTTL)
+		ttl := json.RawMessage(seconds.Format(p.EvidenceTTL))
 		j.EvidenceTTL = &ttl
 	}
 	return json.Marshal(j)
 }
 
-// UnmarshalJSON decodes the seeds' knob names. Durations are read exactly,
-// as JSON numbers of seconds: a string, a value that is not a whole number
-// of nanoseconds (1e-10) or that overflows time.Duration is an error naming
-// the field and the value, never read into another meaning; so are unknown
-// fields and values of the wrong type. An evidence TTL of -1 means Off, and
-// so does 0, as older versions wrote it. It does not validate; call
+// UnmarshalJSON decodes the seeds' knob names, durations exactly (see
+// Policy): a bad duration, an unknown field or a value of the wrong type is
+// an error naming the field and the value. An evidence TTL of -1 means Off,
+// and so does 0, as older versions wrote it. It does not validate; call
 // Validate (Start and Resume do).
 func (p *Policy) UnmarshalJSON(b []byte) error {
 	var j policyJSON
@@ -329,78 +314,14 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// formatSeconds writes d as exact decimal seconds: 1.5, 0.000000001,
-// 9223372036.854775807.
-func formatSeconds(d time.Duration) json.RawMessage {
-	neg := d < 0
-	u := uint64(d) // two's complement: -d below, without overflow at MinInt64
-	if neg {
-		u = -u
-	}
-	b := strconv.AppendUint(nil, u/1e9, 10)
-	if frac := u % 1e9; frac != 0 {
-		f := strconv.AppendUint(nil, 1e9+frac, 10)[1:] // nine digits, leading zeros kept
-		b = append(append(b, '.'), bytes.TrimRight(f, "0")...)
-	}
-	if neg {
-		b = append([]byte{'-'}, b...)
-	}
-	return b
-}
-
-// parseSeconds reads a JSON number of seconds exactly into a duration. A
-// value that is not a JSON number, not a whole number of nanoseconds or does
-// not fit a time.Duration is an error naming field and the value.
+// parseSeconds reads a JSON number of seconds exactly (see seconds.Parse);
+// an error names field and the value.
 func parseSeconds(field string, n json.RawMessage) (time.Duration, error) {
-	s := string(n)
-	if s == "" || s == "null" {
-		return 0, nil
-	}
-	bad := func(why string) (time.Duration, error) {
+	d, why := seconds.Parse(string(n))
+	if why != "" {
 		return 0, fmt.Errorf("%w: %s = %.64s %s", ErrInvalidPolicy, field, n, why)
 	}
-	if c := s[0]; c != '-' && (c < '0' || c > '9') {
-		return bad("is not a JSON number of seconds (write 10 or 1.5, unquoted)")
-	}
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	mant, exp, _ := strings.Cut(strings.ToLower(s), "e")
-	ip, fp, _ := strings.Cut(mant, ".")
-	e := 0
-	if exp != "" {
-		// No document has 10^15 digits to make up for a larger exponent.
-		x, err := strconv.ParseInt(exp, 10, 64)
-		switch {
-		case (err != nil || x < -1e15) && strings.HasPrefix(exp, "-"):
-			e = -1e15
-		case err != nil || x > 1e15:
-			e = 1e15
-		default:
-			e = int(x)
-		}
-	}
-	digits := strings.TrimLeft(ip+fp, "0")
-	if digits == "" {
-		return 0, nil
-	}
-	// The value is digits * 10^scale nanoseconds.
-	scale := e - len(fp) + 9
-	digits, trailing := strings.TrimRight(digits, "0"), len(digits)-len(strings.TrimRight(digits, "0"))
-	scale += trailing
-	if scale < 0 {
-		return bad("is not a whole number of nanoseconds")
-	}
-	if len(digits)+scale > 19 {
-		return bad("does not fit a duration (at most about 292 years)")
-	}
-	u, err := strconv.ParseUint(digits+strings.Repeat("0", scale), 10, 64)
-	if err != nil || u > math.MaxInt64 {
-		return bad("does not fit a duration (at most about 292 years)")
-	}
-	if neg {
-		return -time.Duration(u), nil
-	}
-	return time.Duration(u), nil
+	return d, nil
 }
 
 // Validate reports the first invalid field of p, wrapped in ErrInvalidPolicy
@@ -451,18 +372,13 @@ func (p Policy) Validate() error {
 	if n := len(builtinChannels) + len(p.Channels); n > maxChannels {
 		return fmt.Errorf("%w: evidence_channels: %d channels, at most %d", ErrInvalidPolicy, n, maxChannels)
 	}
-	seen := map[string]bool{}
-	for _, name := range builtinChannels {
-		seen[name] = true
-	}
-	for _, name := range p.Channels {
+	for i, name := range p.Channels {
 		if err := checkName("channel name", name); err != nil {
 			return fmt.Errorf("%w: evidence_channels: %w", ErrInvalidPolicy, err)
 		}
-		if seen[name] {
+		if slices.Contains(builtinChannels, name) || slices.Contains(p.Channels[:i], name) {
 			return fmt.Errorf("%w: evidence_channels: channel %q declared twice (or is built in)", ErrInvalidPolicy, name)
 		}
-		seen[name] = true
 	}
 	return validWorkspace(p.WorkspaceRoot, p.WorkspaceIgnore)
 }
@@ -475,11 +391,9 @@ func validMode(field string, m Mode) error {
 	return fmt.Errorf("%w: %s = %q, want %q or %q", ErrInvalidPolicy, field, m, ModeAct, ModeShadow)
 }
 
-// same reports whether p and q are the same policy: equal durations, numbers
-// and modes, and maps and slices with equal contents (nil and empty alike).
-// Sessions started under the same policy share one resolved config. Keep it
-// in step with the fields of Policy (TestPolicySameCoversEveryField checks
-// it).
+// same reports whether p and q are the same policy: equal fields, maps and
+// slices compared by content (nil and empty alike). Keep it in step with
+// Policy's fields (TestPolicySameCoversEveryField checks it).
 func (p *Policy) same(q *Policy) bool {
 	return p.WallClock == q.WallClock && p.SessionCeiling == q.SessionCeiling &&
 		p.ChildrenWaitCeiling == q.ChildrenWaitCeiling && p.IdleWindow == q.IdleWindow &&
@@ -505,10 +419,9 @@ func (p Policy) clone() Policy {
 	return p
 }
 
-// sessionConfig is what a session needs from its Policy, resolved once.
-// Sessions started with the same Policy share one (see Watchdog.config), so
-// a fleet of sessions under one policy does not pay for it per session. It
-// is never modified after it is built.
+// sessionConfig is what a session needs from its Policy, resolved once and
+// shared by the sessions started with the same Policy (see
+// Watchdog.config). It is never modified after it is built.
 type sessionConfig struct {
 	policy          Policy // as given, recorded on start and resume events
 	limits          decide.Limits
@@ -519,19 +432,13 @@ type sessionConfig struct {
 
 func newSessionConfig(p Policy) *sessionConfig {
 	p = p.clone()
-	c := &sessionConfig{policy: p, limits: p.limits(), grace: p.HandlerGrace,
-		recoveryBudget: p.RecoveryBudget, recoveryBackoff: p.RecoveryBackoff}
-	if c.grace == 0 {
-		c.grace = defaultHandlerGrace
-	}
+	c := &sessionConfig{policy: p, limits: p.limits(), grace: cmp.Or(p.HandlerGrace, defaultHandlerGrace),
+		recoveryBudget: p.RecoveryBudget, recoveryBackoff: cmp.Or(p.RecoveryBackoff, defaultRecoveryBackoff)}
 	switch {
 	case c.recoveryBudget == 0:
 		c.recoveryBudget = defaultRecoveryBudget
 	case c.recoveryBudget < 0:
 		c.recoveryBudget = 0
-	}
-	if c.recoveryBackoff == 0 {
-		c.recoveryBackoff = defaultRecoveryBackoff
 	}
 	return c
 }
@@ -539,30 +446,21 @@ func newSessionConfig(p Policy) *sessionConfig {
 // limits resolves p (already validated) into the decision's limits.
 func (p Policy) limits() decide.Limits {
 	l := decide.Limits{
-		WallClock:        p.WallClock,
+		WallClock:        cmp.Or(p.WallClock, defaultWallClock),
 		SessionCeiling:   p.SessionCeiling,
 		ChildWaitCeiling: p.ChildrenWaitCeiling,
 		IdleWindow:       p.IdleWindow,
 		EvidenceTTL:      p.EvidenceTTL,
 		StartupGrace:     p.StartupGrace,
 		MaxIdleDeferral:  p.MaxIdleDeferral,
-		SettleChecks:     p.SettleChecks,
-		SettleInterval:   p.SettleInterval,
-	}
-	if l.WallClock == 0 {
-		l.WallClock = defaultWallClock
+		SettleChecks:     cmp.Or(p.SettleChecks, defaultSettleChecks),
+		SettleInterval:   cmp.Or(p.SettleInterval, defaultSettleInterval),
 	}
 	switch l.EvidenceTTL {
 	case 0:
 		l.EvidenceTTL = defaultEvidenceTTL
 	case Off:
 		l.EvidenceTTL = 0
-	}
-	if l.SettleChecks == 0 {
-		l.SettleChecks = defaultSettleChecks
-	}
-	if l.SettleInterval == 0 {
-		l.SettleInterval = defaultSettleInterval
 	}
 	for r := range decide.NumRules {
 		if p.modeOf(ruleNames[r]) == ModeShadow {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sessionwatchdog/watchdog/internal/decide"
+	"github.com/sessionwatchdog/watchdog/internal/seconds"
 )
 
 // Mismatch is a recorded verdict that the decision, fed only the inputs
@@ -32,28 +33,26 @@ func (m Mismatch) String() string {
 // is a log in append order (for example a store's Load, or a JSON Lines file
 // decoded event by event); sessions may be interleaved.
 //
-// Each verdict and decision event carries its inputs (the session's start,
-// the window's start, the instant from which idleness counts, the evidence
-// summary, the child wait, handlers in flight, the waiting state, the settle
-// count), and the session's policy is recorded on its start and resume
-// events; Replay feeds them to the same pure decision the Watchdog uses, at
-// the event's occurred_at, and compares the verdict, rule, active channel,
-// settle count and measure. It also checks the decision-first chain: every
-// outcome (cancel, superseded, action_failed, attempt_cancelled) links an
-// act decision of its session and window; a cancel of a session whose policy
-// the log recorded (one the Watchdog wrote) links one at all; and every act
-// decision is followed by an outcome linking it or by the end of its window
-// (a stop, or a cancel that overtook it), so a decision whose action never
-// ran or whose outcome was lost is reported, as is one the log ends
-// before. A deadline record that carries its call (Event.CallsInFlight) is
-// re-derived as the deadline layer decides, from the call's start, limits
-// and last progress at the record's instant: the cap first, then the idle
-// limit from the last progress (before it, the first-progress limit from
-// the start); the rule, the measure and the limit must match, so a record
-// whose rule, limits or instant were changed is reported, naming the rule
-// the limits give. Other deadline records (of earlier versions) and
-// wait-timeout events must have fired at or after their limit. The error is for a log Replay cannot read (a verdict of a session
-// whose policy was never recorded is a Mismatch, not an error).
+// Each verdict and decision event carries its inputs (the session's and the
+// window's start, the instant idleness counts from, the evidence summary,
+// the child wait, handlers in flight, the waiting state, the settle count),
+// and the policy is recorded on the start and resume events; Replay feeds
+// them to the Watchdog's pure decision at the event's occurred_at and
+// compares the verdict, rule, active channel, settle count and measure. It
+// checks the decision-first chain: every outcome (cancel, superseded,
+// action_failed, attempt_cancelled) links an act decision of its session
+// and window; a cancel of a session whose policy the log recorded (one the
+// Watchdog wrote) links one at all; every act decision is followed by an
+// outcome linking it or by the end of its window (a stop, or a cancel that
+// overtook it), so a decision whose action never ran, whose outcome was
+// lost or that the log ends before is reported. A deadline record that
+// carries its call (Event.CallsInFlight) is re-derived as the deadline
+// layer decides (see replayCallDeadline): the rule, the measure and the
+// limit must match, so a record whose rule, limits or instant were changed
+// is reported, naming the rule the limits give. Other deadline records (of
+// earlier versions) and wait-timeout events must have fired at or after
+// their limit. The error is for a log Replay cannot read (a verdict of a
+// session whose policy was never recorded is a Mismatch, not an error).
 func Replay(events []Event) ([]Mismatch, error) {
 	type key struct {
 		id     string
@@ -191,9 +190,7 @@ func Replay(events []Event) ([]Mismatch, error) {
 			}
 		}
 	}
-	// An act decision must be followed by its outcome or by the end of its
-	// window; one with neither was not carried out, or its outcome was
-	// lost (or the log ends before it).
+	// The act decisions with neither an outcome nor the end of their window.
 	var unlinked []int
 	for _, idx := range open {
 		for _, i := range idx {
@@ -257,20 +254,14 @@ func describe(v decide.Verdict, extra []string) string {
 }
 
 // replayCallDeadline re-derives the deadline record e from the call c it
-// carries, by the rule the deadline layer applies live (decide.Call): the
-// cap, from the start, first; then the idle limit, from the last progress,
-// or before any the first-progress limit (FirstProgressSeconds, else
-// IdleSeconds) from the start. It returns the record and the
-// re-derivation as Replay compares them (rule, measure and limit), and
-// whether they match.
-//
-// No tolerance is needed for the instants: the record holds the progress
-// instant the verdict used (one reading, taken before the verdict), the
-// call's start and the record's instant, all to the nanosecond. The limits
-// are recorded as float64 seconds, which hold every nanosecond of a
-// duration under 2^51 ns (26 days) but not above: there the rule is also
-// applied to limits limitSlack shorter and longer, and a record one of them
-// gives matches.
+// carries, at the record's instant, by the deadline layer's rule
+// (decide.Call): the cap from the start first; then the idle limit from the
+// last progress, or before any the first-progress limit
+// (FirstProgressSeconds, else IdleSeconds) from the start. It returns the
+// record and the re-derivation as Replay compares them, and whether they
+// match. The instants are recorded to the nanosecond (the progress instant
+// is the verdict's own reading); the limits, as float64 seconds, only under
+// 2^51 ns (26 days): above, limits limitSlack shorter and longer match too.
 func replayCallDeadline(e Event, c CallInFlight) (recorded, derived string, ok bool) {
 	recorded = fmt.Sprintf("handler %q layer %s rule=%s measure=%.9f limit=%.9f %s", e.Handler, e.Layer, e.Rule,
 		e.MeasureSeconds, e.LimitSeconds, progressText(e.ProgressValue, e.ProgressAt))
@@ -337,13 +328,4 @@ func progressText(v uint64, at time.Time) string {
 	return fmt.Sprintf("progress=%d at %s", v, at.UTC().Format(time.RFC3339Nano))
 }
 
-// limitSlack is how far a limit recorded as s seconds (Duration.Seconds)
-// may be from the duration the library used: none under 2^51 ns, whose
-// every nanosecond float64 seconds hold; above, two units in the last
-// place of s.
-func limitSlack(s float64) time.Duration {
-	if s*float64(time.Second) < 1<<51 {
-		return 0
-	}
-	return 2 * time.Duration(math.Ceil((math.Nextafter(s, math.Inf(1))-s)*float64(time.Second)))
-}
+var limitSlack = seconds.Slack

@@ -17,22 +17,21 @@ import (
 // restart with no extra state. If the last window has no terminal event the
 // session continues it, with its original start and under the whole policy
 // recorded for it: limits, channels, phase budgets, liveness rules and
-// modes (p is then validated but applies from the next window: a
-// supervisor configured differently never changes a running window; a
-// differing p is logged at warn level). Its timers go on from the window's
-// records, never restarted by the resume: the startup grace from the
-// window's start, the idle rule from the latest evidence recorded for the
-// window (on verdicts, decisions and checkpoints, see WithCheckpoints and
-// RecordCheckpoint) with its settle count; with no evidence recorded, the
-// evidence rules start again at the resume, and the resume event says so
-// (observed_since). Settle counts of liveness rules start again. Under
-// Policy.SupervisedOnly the time since the owner's last record is added to
-// the budget. If the last window ended (a cancel or a stop) Resume opens the
-// next window under p, starting now. It records a resume event (with the
-// evidence it continued from) and arms the scheduler before it returns. Resume does not judge whether a
-// session should go on (see Result.Resumable): a session that outran its
-// ceiling is cancelled again at once, since the ceiling counts from the
-// session's start.
+// modes (p is validated but applies from the next window: a supervisor
+// configured differently never changes a running window; a differing p is
+// logged at warn level). Its timers go on from the window's records, never
+// restarted by the resume: the startup grace from the window's start, the
+// idle rule from the latest evidence recorded for the window (on verdicts,
+// decisions and checkpoints, see WithCheckpoints and RecordCheckpoint) with
+// its settle count; with none recorded, the evidence rules start again at
+// the resume, and the resume event says so (observed_since). Settle counts
+// of liveness rules start again. Under Policy.SupervisedOnly the time since
+// the owner's last record is added to the budget. If the last window ended
+// (a cancel or a stop) Resume opens the next window under p, starting now.
+// It records a resume event (with the evidence it continued from) and arms
+// the scheduler before it returns. Resume does not judge whether a session
+// should go on (see Result.Resumable): a session that outran its ceiling is
+// cancelled again at once, since the ceiling counts from the session's start.
 //
 // A Resume that opens a window waits, with a store that arbitrates
 // openings, for the store's answer as Start does: of several Watchdogs that
@@ -52,13 +51,13 @@ func (w *Watchdog) Resume(ctx context.Context, id string, p Policy) (*Session, e
 // Amend changes the policy of s's session, as an explicit and recorded act:
 // it ends s's window with a stop (reason "amended", StopAmended) and opens
 // the next window at once under p, whose resume event records who amended
-// it (by), why (why) and the new policy. So no live window's
-// deadline ever changes: s's context ends (cause ErrSessionStopped) and the
-// returned Session, whose context derives from ctx, runs the new window.
-// by and why are text of 1 to 1,024 bytes (see Start); p is validated
-// before anything is recorded. It returns an error wrapping
-// ErrInvalidArgument or ErrInvalidPolicy for bad input (s's window goes on),
-// the window's end cause if it had already ended, or Resume's errors.
+// it (by), why (why) and the new policy. So no live window's deadline ever
+// changes: s's context ends (cause ErrSessionStopped) and the returned
+// Session, whose context derives from ctx, runs the new window. by and why
+// are text of 1 to 1,024 bytes (see Start); p is validated before anything
+// is recorded. It returns an error wrapping ErrInvalidArgument or
+// ErrInvalidPolicy for bad input (s's window goes on), the window's end
+// cause if it had already ended, or Resume's errors.
 func (s *Session) Amend(ctx context.Context, p Policy, by, why string) (*Session, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: nil session", ErrInvalidArgument)
@@ -98,8 +97,7 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 		r.by, r.why = amend[0], amend[1]
 	}
 	if err := w.reserve(s); err != nil {
-		s.cancel(err)
-		return nil, err
+		return s.orCancel(err)
 	}
 	fail := func(err error) (*Session, error) { w.release(s); s.cancel(err); return nil, err }
 	// Pending events first: an event that leaves the queue after this
@@ -114,9 +112,8 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 	if err != nil {
 		return fail(err)
 	}
-	// The start instants are read from the latest events: after a step of
-	// the wall clock, the instants recorded later are shifted by the step
-	// (see timeline.go), so that the time elapsed since them stays true.
+	// The start instants are read from the latest events: a step of the
+	// wall clock shifts those recorded after it (see timeline.go).
 	seen := make(map[string]bool, len(loaded))
 	last, ended := 0, false
 	var lastWindowStart time.Time
@@ -201,11 +198,7 @@ func (w *Watchdog) resume(ctx context.Context, id string, p Policy, adopted *Orp
 	if adopted == nil && (fresh || w.openings != nil) {
 		return w.open(ctx, s, KindResume, true, fresh)
 	}
-	if err := w.activate(s, KindResume, true, false, adopted); err != nil {
-		s.cancel(err)
-		return nil, err
-	}
-	return s, nil
+	return s.orCancel(w.activate(s, KindResume, true, false, adopted))
 }
 
 // pendingIn reports whether evs hold an event of window.
@@ -218,17 +211,15 @@ func endedIn(evs []Event, window int) bool {
 	return slices.ContainsFunc(evs, func(e Event) bool { return e.Window > window || e.Window == window && e.Terminal() })
 }
 
-// carried is what an open window's records say of its evidence, for a
-// Resume or an adoption that continues the window: each channel's latest
-// recorded instant and counter (from verdicts, decisions, checkpoints and
-// earlier resumes), the latest idle floor, and the idle rule's settle count
-// if its last record of the window is a stale observation.
+// carried is what an open window's records (verdicts, decisions,
+// checkpoints, resumes) say of its evidence, for a Resume or an adoption
+// that continues the window.
 type carried struct {
-	evidence   []EvidenceEntry
-	floor      time.Time // the latest recorded observed_since
-	budgetFrom time.Time // the latest recorded budget_from
-	lastAt     time.Time // the latest record's instant: the owner's last sign of life
-	stale      int       // the idle rule's settle count at staleAt
+	evidence   []EvidenceEntry // each channel's latest recorded instant and counter
+	floor      time.Time       // the latest recorded observed_since
+	budgetFrom time.Time       // the latest recorded budget_from
+	lastAt     time.Time       // the latest record's instant: the owner's last sign of life
+	stale      int             // the idle rule's settle count at staleAt, if its last record is stale
 	staleAt    time.Time
 }
 
@@ -270,11 +261,10 @@ next:
 	}
 }
 
-// carry continues s's open window from what its records say (c): the
-// channels' evidence, the idle floor and the idle rule's settle count, so
-// that the resume itself restarts none of them. With no recorded evidence
-// the evidence rules start again now, and s's resume record says so
-// (observed_since). Called before s is shared.
+// carry continues s's open window from what its records say (c), so that
+// the resume restarts none of its evidence, idle floor and settle count;
+// with none recorded the evidence rules start again now (observed_since
+// says so). Called before s is shared.
 func (w *Watchdog) carry(s *Session, c *carried, adopted *Orphan) {
 	r := s.rw()
 	r.continued = true

@@ -7,9 +7,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// schedule is the Watchdog's one scheduler goroutine. It sleeps until the
-// clock timer for the earliest deadline wakes it, or Check asks it to settle,
-// then runs a pass over everything due.
+// schedule is the Watchdog's one scheduler goroutine: it runs a pass when
+// the clock timer for the earliest deadline wakes it or Check asks it to.
 func (w *Watchdog) schedule() {
 	var rtC <-chan time.Time // the real clock's timer, read here directly
 	if w.rt != nil {
@@ -91,28 +90,22 @@ func (w *Watchdog) topDueLocked() (int64, bool) {
 }
 
 // wakeBy arms the clock timer for due unless it is armed for due or
-// earlier. Call it after pushing a deadline, with w.mu released: the timer
-// is armed before it returns, so a fake clock advanced afterwards fires at
-// due exactly.
+// earlier. Call it after pushing a deadline, with w.mu released: a fake
+// clock advanced afterwards fires at due exactly.
 func (w *Watchdog) wakeBy(due int64) { w.arm(due, false) }
 
 // arm is the one path that arms the clock timer: for due, unless it is
-// armed for an earlier instant (armedAt). The real clock's timer is one
-// time.Timer, reset in place under timerMu and read by the scheduler
-// goroutine. Any other Clock is user code,
-// never called under a lock: each arming is an AfterFunc of its own, and
-// the ones that turn out early or late only cost a pass. sched: the caller
-// is the scheduler goroutine, whose previous timer it replaces. After
-// Close, arm does nothing.
+// armed for an earlier instant (armedAt); see "The timer" in
+// ARCHITECTURE.md. sched: the caller is the scheduler goroutine, whose
+// previous timer it replaces. After Close, arm does nothing.
 func (w *Watchdog) arm(due int64, sched bool) {
 	if w.rt != nil {
 		w.timerMu.Lock()
 		if due < w.armedAt.Load() || (sched && w.armedAt.Load() == math.MaxInt64) {
-			// armedAt before the timer: a pass the timer starts at once
-			// (the scheduler goroutine sets MaxInt64 without timerMu)
-			// then comes after this store. The other order could leave
-			// the instant of a deadline already handled here, and no
-			// later deadline would arm the timer again.
+			// armedAt before the timer, so that a pass the timer starts at
+			// once (which sets MaxInt64 without timerMu) comes after this
+			// store: else armedAt could keep a handled deadline, and no
+			// later one would arm the timer again.
 			w.armedAt.Store(due)
 			if w.armHook != nil {
 				w.armHook()

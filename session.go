@@ -45,11 +45,11 @@ type Session struct {
 	item   sched.Item[timed]
 	end    ending // why the default action ended the window; written once under w.mu
 
-	evBuf [4]chanState  // the built-in channels' evidence (see chanAt); extra channels' are in rare
-	since int64         // observed since (Unix ns, UTC): the idle floor, evidence before it does not count; guarded by w.mu
-	ckpt  atomic.Uint64 // the channels' counters summed at the last evidence checkpoint (Leaser, WithCheckpoints)
-	gen   uint64        // the waiting watchdog's generation; guarded by w.mu
-	rare  *sessionRare  // guarded by w.mu; nil until a session uses what it holds
+	evBuf [4]chanState     // the built-in channels' evidence (see chanAt); extra channels' are in rare
+	since int64            // observed since (Unix ns, UTC): the idle floor, evidence before it does not count; guarded by w.mu
+	ckpt  [2]atomic.Uint64 // the key of the last evidence checkpoint: [0] WithCheckpoints' event, [1] the lease heartbeat's (see checkpoints)
+	gen   uint64           // the waiting watchdog's generation; guarded by w.mu
+	rare  *sessionRare     // guarded by w.mu; nil until a session uses what it holds
 }
 
 // sessionRare is the part of a Session that most sessions never use: child

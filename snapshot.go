@@ -100,3 +100,16 @@ func (s *Session) Snapshot() Snapshot {
 	}
 	return out
 }
+
+// times are sn's instants that a checkpoint records: its evidence's, its
+// calls', its window's start and deadline, its earliest stop.
+func (sn *Snapshot) times() []*time.Time {
+	ts := []*time.Time{&sn.StopAt, &sn.WindowStartedAt, &sn.Deadline}
+	for i := range sn.Evidence {
+		ts = append(ts, sn.Evidence[i].LastAt) // nil if none
+	}
+	for i := range sn.Calls {
+		ts = append(ts, &sn.Calls[i].StartedAt, &sn.Calls[i].ProgressAt)
+	}
+	return ts
+}

@@ -124,7 +124,7 @@ func shiftEvent(e *Event, off int64) {
 		return
 	}
 	d := time.Duration(off)
-	for _, t := range []*time.Time{&e.SessionStartedAt, &e.WindowStartedAt, &e.OccurredAt, &e.FiredAt, &e.ObservedSince, &e.GraceUntil, &e.BudgetFrom, &e.ProgressAt} {
+	for _, t := range []*time.Time{&e.SessionStartedAt, &e.WindowStartedAt, &e.OccurredAt, &e.FiredAt, &e.ObservedSince, &e.GraceUntil, &e.BudgetFrom, &e.ProgressAt, &e.StopAt} {
 		if !t.IsZero() {
 			*t = t.Add(d)
 		}

@@ -106,11 +106,10 @@ func (s *Session) fireLocked(w *Watchdog, now time.Time, ef *effects) {
 	w.decideLocked(s, now, ef)
 }
 
-// decideLocked decides session s at now and applies the verdict: a Continue
-// is recorded if it is worth it and rescheduled; an Advise (shadow) records
-// its decision and decides again; an Act records its decision, then ends
-// the window (the default action) or hands it to the session's action goroutine.
-// Called with w.mu held.
+// decideLocked decides s at now, with w.mu held, and applies the verdict: a
+// Continue is recorded if worth it and rescheduled; an Advise (shadow)
+// records its decision and decides again; an Act records its decision, then
+// ends the window (default action) or hands it to s's action goroutine.
 func (w *Watchdog) decideLocked(s *Session, now time.Time, ef *effects) {
 	for {
 		var sn decide.Snapshot
@@ -160,11 +159,8 @@ func (w *Watchdog) decideLocked(s *Session, now time.Time, ef *effects) {
 }
 
 // fireDefaultLocked ends s's window on verdict v, decided at now from sn,
-// with the default action. This is the common fire, kept cheap for the
-// scheduler goroutine: the context's cause is the Session itself (see
-// firedCause), and the decision and cancel events are queued as one entry
-// of facts that the recorder goroutine builds into events. Called with w.mu
-// held.
+// with the default action: the common fire, kept cheap (see "A fire, end to
+// end" in ARCHITECTURE.md). Called with w.mu held.
 func (w *Watchdog) fireDefaultLocked(s *Session, sn decide.Snapshot, v decide.Verdict, now time.Time, ef *effects) {
 	s.end = ending{rule: v.Rule, at: toNanos(now), off: int64(w.recOffset()), elapsed: v.Elapsed, budget: v.Budget, decision: w.ids.Next()}
 	en := entry{fire: s, seq: w.ids.Next(), facts: s.decisionFacts(sn, v, now)}
@@ -310,8 +306,7 @@ func (c *firedCause) As(target any) bool {
 // entry is one item of the recorder's queue: an event, or (fire set) the
 // decision and cancel events of a default fire, built from facts by the
 // recorder goroutine. An event is kept by pointer, so that the queue's
-// slots (reused, never allocated per fire) hold a fire's facts and little
-// more: a quarter of the size of an Event held in place.
+// reused slots are a quarter of the size of an Event held in place.
 type entry struct {
 	ev    *Event // its ID, if empty, is formatted from seq
 	seq   uint64 // the event's id number; for a fire, the cancel event's
@@ -382,9 +377,8 @@ func (s *Session) verdict(v decide.Verdict, now time.Time, decisionID string) *V
 	}
 }
 
-// event builds an event of s at now, without an ID (see recordLocked). It
-// reads only what never changes in a Session, so the recorder goroutine may
-// call it.
+// event builds an event of s at now, without an ID. It reads only what
+// never changes in a Session, so the recorder goroutine may call it.
 func (s *Session) event(kind string, now time.Time) Event {
 	now = now.UTC()
 	e := Event{
@@ -456,9 +450,8 @@ func (s *Session) decisionEvent(id string, f *decisionFacts, mode Mode, summary 
 }
 
 // cancelEvent builds the cancel event, with id, of verdict ve, recorded at
-// now for a decision taken at firedAt (both on the timeline), but for its
-// Recoverable, which the caller sets. Like event it may run on the
-// recorder goroutine.
+// now for a decision taken at firedAt (both on the timeline); the caller
+// sets its Recoverable. Like event it may run on the recorder goroutine.
 func (s *Session) cancelEvent(id string, ve *VerdictError, summary []EvidenceEntry, childWait time.Duration, now, firedAt time.Time) Event {
 	e := s.event(KindCancel, now)
 	e.ID = id
@@ -469,8 +462,6 @@ func (s *Session) cancelEvent(id string, ve *VerdictError, summary []EvidenceEnt
 	e.ChildrenWaitSeconds = childWait.Seconds()
 	return e
 }
-
-func fmtAny(v any) string { return fmt.Sprint(v) }
 
 // entryLane is the recorder lane of en: its session.
 func entryLane(en *entry) string {

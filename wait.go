@@ -8,12 +8,11 @@ import (
 	"github.com/sessionwatchdog/watchdog/internal/sched"
 )
 
-// defaultWaitTimeout is the timeout of a waiting state whose server supplied
-// none (0) or a negative one.
+// defaultWaitTimeout is the timeout of a wait whose server supplied none.
 const defaultWaitTimeout = 30 * time.Minute
 
-// waitTimeout resolves a server-supplied timeout: a positive value is used as
-// is; 0 (unset) or a negative value falls back to defaultWaitTimeout (30 minutes).
+// waitTimeout resolves a server-supplied timeout: a positive one as is; 0
+// (unset) or a negative one falls back to defaultWaitTimeout.
 func waitTimeout(server time.Duration) time.Duration {
 	if server > 0 {
 		return server
@@ -34,17 +33,16 @@ type waiter struct {
 // Wait puts the session in the waiting state (waiting for external events)
 // and arms the waiting watchdog for timeout, the server-supplied timeout: a
 // positive value is used as is, 0 (none supplied) or a negative value means
-// 30 minutes. It returns the
-// arm's generation. Each arm supersedes the previous one; EndWait and the
-// end of the window bump the generation, so a stale timer never fires. While
-// waiting, the idle rule does not fire (the wall clock and the ceilings
-// still do).
+// 30 minutes. It returns the arm's generation. Each arm supersedes the
+// previous one; EndWait and the end of the window bump the generation, so a
+// stale timer never fires. While waiting, the idle rule does not fire (the
+// wall clock and the ceilings still do).
 //
 // On fire the session is NOT cancelled: the Watchdog records a
 // runtime.watchdog.wait_timeout verdict, leaves the waiting state, and calls
-// onTimeout exactly once, on the session's action goroutine (for example to emit a
-// synthetic result into the agent's next turn), unless Close comes first.
-// onTimeout may be nil; it must not call Check or Close.
+// onTimeout exactly once, on the session's action goroutine (for example to
+// emit a synthetic result into the agent's next turn), unless Close comes
+// first. onTimeout may be nil; it must not call Check or Close.
 func (s *Session) Wait(timeout time.Duration, onTimeout func(ctx context.Context, s *Session, generation uint64)) uint64 {
 	w := s.w
 	d := waitTimeout(timeout)

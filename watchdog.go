@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -115,10 +117,10 @@ func New(opts ...Option) *Watchdog {
 			zap.String("prefix", quoteShort(c.idPrefix)))
 		c.idPrefix = ""
 	}
-	if c.idPrefix == "" {
-		var b [6]byte
+	if c.idPrefix == "" { // readable in a live list: host-pid-random
+		var b [4]byte
 		_, _ = rand.Read(b[:])
-		c.idPrefix = hex.EncodeToString(b[:]) + "-"
+		c.idPrefix = hostPID() + hex.EncodeToString(b[:]) + "-"
 	}
 	w := &Watchdog{
 		clock:   c.clock,
@@ -208,6 +210,14 @@ func New(opts ...Option) *Watchdog {
 		}
 	}
 	return w
+}
+
+// hostPID is "host-pid-": the first label of the process's host name (32
+// bytes at most) and its process id.
+func hostPID() string {
+	h, _ := os.Hostname()
+	h, _, _ = strings.Cut(h, ".")
+	return strings.ToValidUTF8(strings.ReplaceAll(h[:min(len(h), 32)], "\x00", ""), "") + "-" + strconv.Itoa(os.Getpid()) + "-"
 }
 
 // realClockType is the type of benbjohnson/clock's real clock (clock.New).

@@ -17,8 +17,10 @@ import (
 	"os"
 
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/cli"
+	"github.com/sessionwatchdog/watchdog/reexec"
 )
 
 func main() {
+	reexec.Init() // run's guard: see docs/run.md
 	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

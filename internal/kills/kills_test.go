@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -16,30 +17,32 @@ import (
 // stops its grace's timer; a kill whose signal never went out (nothing to
 // kill) is not recorded.
 func TestWaitRecordsAKillOnceItsTreeIsGone(t *testing.T) {
-	var s Set
-	var gone atomic.Bool
-	recorded := make(chan string, 2)
-	k := s.Add("the kill of a", gone.Load, func() { recorded <- "a" })
-	k.Arm()
-	grace := time.AfterFunc(time.Hour, func() { t.Error("the grace's end ran") })
-	k.SetTimer(grace)
-	unarmed := s.Add("the kill of b", func() bool { return true }, func() { recorded <- "b" })
-	go func() {
-		time.Sleep(20 * time.Millisecond) // the tree ends while Wait polls
-		gone.Store(true)
-	}()
-	go func() { // b's claimer: it found nothing to signal
-		time.Sleep(10 * time.Millisecond)
-		if unarmed.Claim() {
-			unarmed.Done()
-		}
-	}()
-	assert.Empty(t, testwait.Call(t, func() []string { return s.Wait(context.Background()) }, "Wait"))
-	assert.Equal(t, "a", testwait.For(t, recorded, "a's record"))
-	assert.Empty(t, recorded, "b is not recorded")
-	assert.False(t, k.Claim(), "claimed by Wait")
-	assert.False(t, grace.Stop(), "Wait stopped the grace's timer")
-	assert.Empty(t, s.Wait(context.Background()), "nothing left to wait for")
+	synctest.Test(t, func(t *testing.T) { // the sleeps are the tree's and the claimer's pace, in the bubble's time
+		var s Set
+		var gone atomic.Bool
+		recorded := make(chan string, 2)
+		k := s.Add("the kill of a", gone.Load, func() { recorded <- "a" })
+		k.Arm()
+		grace := time.AfterFunc(time.Hour, func() { t.Error("the grace's end ran") })
+		k.SetTimer(grace)
+		unarmed := s.Add("the kill of b", func() bool { return true }, func() { recorded <- "b" })
+		go func() {
+			time.Sleep(20 * time.Millisecond) // the tree ends while Wait polls
+			gone.Store(true)
+		}()
+		go func() { // b's claimer: it found nothing to signal
+			time.Sleep(10 * time.Millisecond)
+			if unarmed.Claim() {
+				unarmed.Done()
+			}
+		}()
+		assert.Empty(t, testwait.Call(t, func() []string { return s.Wait(context.Background()) }, "Wait"))
+		assert.Equal(t, "a", testwait.For(t, recorded, "a's record"))
+		assert.Empty(t, recorded, "b is not recorded")
+		assert.False(t, k.Claim(), "claimed by Wait")
+		assert.False(t, grace.Stop(), "Wait stopped the grace's timer")
+		assert.Empty(t, s.Wait(context.Background()), "nothing left to wait for")
+	})
 }
 
 // A kill its claimer (the grace's end) took first is waited for until the

@@ -1,7 +1,8 @@
 //go:build linux
 
-// Package proctree finds the processes of a command's tree, for the
-// Watchdog's kill of a command (see watchdog.Command).
+// Package proctree finds the processes of a command's tree, from /proc:
+// the repository's one walk of it, for watchdog.Command's kill, the guard
+// (internal/guard) and sessionwatchdog run's second signal.
 package proctree
 
 import (
@@ -27,9 +28,10 @@ type Proc struct {
 	start uint64
 }
 
-// Tree returns every process of process group pgid and every process below
-// root in the process tree, from /proc: those that left the group (setsid,
-// setpgid) included.
+// Tree returns every live process of process group pgid and every live
+// process below root in the process tree, from /proc: those that left the
+// group (setsid, setpgid) included. With pgid -1 it lists only those below
+// root.
 func Tree(pgid, root int) []Proc {
 	d, err := os.Open("/proc")
 	if err != nil {

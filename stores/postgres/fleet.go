@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/live"
 )
 
 // The fleet's schema, beside the events table (see Migrate): who owns each
@@ -27,6 +28,8 @@ import (
 //		open          boolean NOT NULL DEFAULT true,
 //		claimed_at    timestamptz NOT NULL DEFAULT now(),
 //		evidence      json,  -- the owner's last checkpoint ([]watchdog.EvidenceEntry)
+//		checkpoint_at timestamptz, -- when it kept it (see liveSchema, ReadLive)
+//		live          json,  -- the rest of it: start, deadline, freshest channel, calls, earliest stop
 //		PRIMARY KEY (aggregate_id, window_number));
 //	CREATE TABLE watchdog_events_leases (
 //		owner      text PRIMARY KEY,
@@ -100,6 +103,10 @@ func fencedErr(e watchdog.Event, err error) error {
 	return fmt.Errorf("%w: event %s of owner %q refused: %s", watchdog.ErrAlreadyWatched, e.ID, e.Owner, msg)
 }
 
+// ckptRow is a checkpoint as the windows table keeps it: the evidence's
+// JSON and the live column's (see liveJSON).
+type ckptRow struct{ evidence, live string }
+
 // windowKey names a session window.
 type windowKey struct {
 	agg string
@@ -133,13 +140,16 @@ func (s *Store) Heartbeat(ctx context.Context, owner string, ttl time.Duration, 
 	if owner == "" || ttl <= 0 {
 		return fmt.Errorf("%w: postgres store: heartbeat of owner %q for %v", watchdog.ErrInvalidArgument, owner, ttl)
 	}
-	cps := make(map[windowKey]string, len(checkpoints))
+	cps := make(map[windowKey]ckptRow, len(checkpoints))
 	for _, c := range checkpoints {
 		raw, err := json.Marshal(c.Evidence)
 		if err != nil {
 			return fmt.Errorf("%w: postgres store: checkpoint of %q: %v", watchdog.ErrInvalidArgument, c.SessionID, err)
 		}
-		cps[windowKey{c.SessionID, int32(c.Window)}] = string(raw)
+		fresh, freshAt := live.Freshest(c.Evidence)
+		lv, _ := json.Marshal(liveJSON{WindowStartedAt: c.WindowStartedAt.UTC(), Deadline: c.Deadline.UTC(), Freshest: fresh, FreshestAt: freshAt.UTC(),
+			CallsInFlight: c.CallsInFlight, OldestCall: c.OldestCall, StopAt: c.StopAt.UTC(), StopRule: c.StopRule})
+		cps[windowKey{c.SessionID, int32(c.Window)}] = ckptRow{string(raw), string(lv)}
 	}
 	s.deferMu.Lock()
 	for k, e := range s.deferred[owner] {
@@ -166,25 +176,26 @@ ON CONFLICT (owner) DO UPDATE SET expires_at = EXCLUDED.expires_at, last_seen = 
 			}
 			return int(x.n) - int(y.n)
 		})
-		aggs, evs := make([]string, len(keys)), make([]string, len(keys))
+		aggs, evs, lvs := make([]string, len(keys)), make([]string, len(keys)), make([]string, len(keys))
 		windows := make([]int32, len(keys))
 		for i, k := range keys {
-			aggs[i], windows[i], evs[i] = k.agg, k.n, cps[k]
+			aggs[i], windows[i], evs[i], lvs[i] = k.agg, k.n, cps[k].evidence, cps[k].live
 		}
 		// Returns the checkpoints of windows owner held at the statement's
-		// start that it could not keep (their row was locked).
-		keep, keepArgs = `WITH c AS (SELECT * FROM unnest($1::text[], $2::integer[], $3::text[]) AS c(a, n, e)),
-mine AS (SELECT w.aggregate_id AS a, w.window_number AS n, c.e FROM `+s.n.windows+` w
+		// start that it could not keep (their row was locked). The batch
+		// then notifies LiveChannel, in the same transaction (see ReadLive).
+		keep, keepArgs = `WITH c AS (SELECT * FROM unnest($1::text[], $2::integer[], $3::text[], $5::text[]) AS c(a, n, e, l)),
+mine AS (SELECT w.aggregate_id AS a, w.window_number AS n, c.e, c.l FROM `+s.n.windows+` w
 	JOIN c ON w.aggregate_id = c.a AND w.window_number = c.n
 	WHERE w.owner = $4 AND w.open
 	FOR UPDATE OF w SKIP LOCKED),
-kept AS (UPDATE `+s.n.windows+` w SET evidence = mine.e::json FROM mine
+kept AS (UPDATE `+s.n.windows+` w SET evidence = mine.e::json, live = mine.l::json, checkpoint_at = now() FROM mine
 	WHERE w.aggregate_id = mine.a AND w.window_number = mine.n
 	RETURNING w.aggregate_id, w.window_number)
 SELECT c.a, c.n FROM c JOIN `+s.n.windows+` w ON w.aggregate_id = c.a AND w.window_number = c.n
 WHERE w.owner = $4 AND w.open
 	AND NOT EXISTS (SELECT 1 FROM kept k WHERE k.aggregate_id = c.a AND k.window_number = c.n)`,
-			[]any{aggs, windows, evs, owner}
+			[]any{aggs, windows, evs, owner, lvs}
 	}
 	var later []windowKey
 	err := s.onLeaseConn(ctx, func(ctx context.Context, conn *pgx.Conn) error {
@@ -193,6 +204,7 @@ WHERE w.owner = $4 AND w.open
 		b.Queue(lease, owner, ttl.Seconds())
 		if keep != "" {
 			b.Queue(keep, keepArgs...)
+			b.Queue(`SELECT pg_notify($1, $2)`, LiveChannel(s.cfg.table), owner)
 		}
 		br := conn.SendBatch(ctx, b)
 		_, err := br.Exec()
@@ -216,11 +228,11 @@ WHERE w.owner = $4 AND w.open
 	if len(later) > 0 {
 		s.deferMu.Lock()
 		if s.deferred == nil {
-			s.deferred = make(map[string]map[windowKey]string)
+			s.deferred = make(map[string]map[windowKey]ckptRow)
 		}
 		m := s.deferred[owner]
 		if m == nil {
-			m = make(map[windowKey]string, len(later))
+			m = make(map[windowKey]ckptRow, len(later))
 			s.deferred[owner] = m
 		}
 		for _, k := range later {

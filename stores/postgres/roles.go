@@ -10,7 +10,7 @@ import (
 // WithoutMigration makes New open the store without creating or changing
 // any part of the schema (no DDL): for a fleet member whose role may only
 // read and write the rows, while a migrating role that owns the tables runs
-// Migrate once per release (see docs/operators.md for the three roles and
+// Migrate once per release (see docs/stopping.md for the three roles and
 // their grants). New then checks that the events, windows, leases and
 // stops tables exist, and fails naming the first missing one. Default: New
 // migrates.

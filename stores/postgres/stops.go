@@ -190,7 +190,7 @@ func scanStop(row pgx.Row, r *StopRequest, extra ...any) error {
 // connections are authenticated as: PostgreSQL records that role, never a
 // name the caller chooses. It needs only INSERT (aggregate_id, why) and
 // SELECT on the stops table and SELECT on the windows, leases and events
-// tables (see docs/operators.md), and never changes the schema. It returns
+// tables (see docs/stopping.md), and never changes the schema. It returns
 // the request as recorded: answered at once for a session no fleet member
 // opened (StopUnknown) and one whose latest window has ended (StopEnded),
 // else StopPending; WaitStop waits for the answer. The options name the

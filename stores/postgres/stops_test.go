@@ -231,7 +231,7 @@ func rolePool(t *testing.T, admin *pgxpool.Pool, role, table string) *pgxpool.Po
 	return p
 }
 
-// grants are the statements of docs/operators.md that give member (if not
+// grants are the statements of docs/stopping.md that give member (if not
 // empty) a fleet member's rights on table's tables and operator (if not
 // empty) an operator's.
 func grants(table, member, operator string) []string {
@@ -268,7 +268,7 @@ func refused(t *testing.T, err error, what string) {
 	assert.Equal(t, "42501", pgErr.Code, "%s: %v", what, err)
 }
 
-// The three roles of docs/operators.md, as real separate roles: the
+// The three roles of docs/stopping.md, as real separate roles: the
 // migrating role owns the schema and migrates it; the fleet member opens
 // the store without DDL and runs sessions; the operator stops them and
 // can do nothing else that changes anything.

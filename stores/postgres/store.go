@@ -205,7 +205,7 @@ RETURNING event_id`
 // database's clock), a BEFORE INSERT trigger that refuses an event of a
 // window another owner holds (SQLSTATE WD001) and an AFTER INSERT trigger
 // that keeps the windows table; and the stops table of remote stop requests
-// with its trigger (see RequestStop and ServeStops; docs/operators.md).
+// with its trigger (see RequestStop and ServeStops; docs/stopping.md).
 //
 // On a table an earlier version created, Migrate adds the opens column and
 // marks the first event of each window as its opening when it is a start
@@ -282,7 +282,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, table string) error {
 	if _, err := tx.Exec(ctx, `CREATE UNIQUE INDEX IF NOT EXISTS `+pgx.Identifier{n.openingIndex}.Sanitize()+` ON `+n.table+` (aggregate_id, window_number) WHERE opens`); err != nil {
 		return fmt.Errorf("postgres store: migrate %s: %w", table, err)
 	}
-	for _, s := range fleetSchema(&n) {
+	for _, s := range append(fleetSchema(&n), liveSchema(&n)...) {
 		if _, err := tx.Exec(ctx, s); err != nil {
 			return fmt.Errorf("postgres store: migrate %s: fleet schema: %w", table, err)
 		}
@@ -341,7 +341,7 @@ type Store struct {
 	// the heartbeat failed): that owner's next heartbeat carries them,
 	// under the newer ones it brings (see Heartbeat). Release forgets them.
 	deferMu  sync.Mutex
-	deferred map[string]map[windowKey]string // owner -> window -> evidence JSON
+	deferred map[string]map[windowKey]ckptRow // owner -> window -> checkpoint
 
 	// test hooks, set before the first Subscribe
 	onListen    func()     // after each successful LISTEN

@@ -61,6 +61,8 @@ Commands:
             false stops, and what the log cannot decide
   stop      ask the owner of a session, wherever it runs on PostgreSQL, to
             stop it, as the database role you connect as (help stop)
+  top       list the session windows open now, refreshed: owner, budget, earliest
+            stop and its rule, freshest evidence, calls in flight, last verdict
   version   print the command's version and the library's it was built with
   help      show help for a command: sessionwatchdog help inspect
 
@@ -83,6 +85,7 @@ Examples:
   sessionwatchdog inspect --dsn "host=/run/postgresql dbname=app" --table watchdog_events
   sessionwatchdog verify events.jsonl || echo "the log does not check out"
   sessionwatchdog whatif --policy candidate.json --checkpoints 5s events.jsonl
+  sessionwatchdog top --dsn "host=/run/postgresql dbname=app"
 `
 
 const verifyUsage = `Usage: sessionwatchdog verify [flags] FILE.jsonl
@@ -213,9 +216,6 @@ Examples:
 // The run command is the exception: its command's output passes through
 // unchanged (see run.Main), and so does its help.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if runcmd.IsGuard() { // this process is the guard between "run" and its command
-		return runcmd.GuardMain(args)
-	}
 	if len(args) > 0 && args[0] == "run" {
 		return runcmd.Main(args[1:], stdin, stdout, stderr)
 	}
@@ -242,6 +242,8 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runWhatIf(rest, stdin, stdout, stderr)
 	case "stop":
 		return runStop(rest, stdout, stderr)
+	case "top":
+		return runTop(rest, stdin, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, version())
 		return ExitOK
@@ -251,6 +253,9 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		if len(rest) > 0 && rest[0] == "verify" {
 			return runVerify([]string{"--help"}, stdin, stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "top" {
+			return runTop([]string{"--help"}, stdin, stdout, stderr)
 		}
 		if len(rest) > 0 && rest[0] == "whatif" {
 			return runWhatIf([]string{"--help"}, stdin, stdout, stderr)

@@ -16,6 +16,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if code, ok := topRole(); ok {
+		os.Exit(code)
+	}
 	pgtest.Banner("cmd/sessionwatchdog/internal/cli")
 	os.Exit(m.Run())
 }

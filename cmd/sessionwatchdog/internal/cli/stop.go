@@ -35,7 +35,7 @@ When the owner is gone (its lease expired), the request waits for a fleet
 member that adopts the window (WithAdoption), which then stops it.
 
 The role needs INSERT (aggregate_id, why) and SELECT on the stops table
-and SELECT on the events, windows and leases tables: see docs/operators.md.
+and SELECT on the events, windows and leases tables: see docs/stopping.md.
 Remote stop needs PostgreSQL: a JSON Lines log has one writer, the process
 that runs the session; stop that one with a signal (run: SIGTERM, exit 143).
 

@@ -107,18 +107,9 @@ func Read(ctx context.Context, dsn, table string, sessions []string) ([]watchdog
 // readOnly connects to the database dsn names and begins a read-only
 // transaction; done rolls it back and closes the connection.
 func readOnly(ctx context.Context, dsn string) (tx pgx.Tx, done func(), err error) {
-	cfg, err := pgx.ParseConfig(dsn)
+	conn, err := Connect(ctx, dsn)
 	if err != nil {
-		// pgx's parse errors may quote the DSN, password included: say
-		// what is wrong without repeating it.
-		return nil, nil, errors.New("the PostgreSQL DSN cannot be parsed; want a URL (postgres://user@host/db) or key=value pairs (host=/run/postgresql dbname=app)")
-	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = ConnectTimeout
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+		return nil, nil, err
 	}
 	tx, err = conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -129,6 +120,26 @@ func readOnly(ctx context.Context, dsn string) (tx pgx.Tx, done func(), err erro
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		_ = conn.Close(context.WithoutCancel(ctx))
 	}, nil
+}
+
+// Connect connects to the database dsn names, within ConnectTimeout unless
+// the DSN sets a connect_timeout. Its errors never repeat the DSN (it may
+// hold a password).
+func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		// pgx's parse errors may quote the DSN, password included: say
+		// what is wrong without repeating it.
+		return nil, errors.New("the PostgreSQL DSN cannot be parsed; want a URL (postgres://user@host/db) or key=value pairs (host=/run/postgresql dbname=app)")
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = ConnectTimeout
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	return conn, nil
 }
 
 // Lease is an owner's lease in the leases table of a fleet (see

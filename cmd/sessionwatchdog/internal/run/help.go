@@ -88,15 +88,18 @@ apart, the command is stopped.
 
 Stopping: CMD runs in its own process group. On a verdict, the group and
 every process below CMD (one that left the group included) get SIGTERM,
-then SIGKILL after --grace; the verdict is recorded first. SIGINT, SIGTERM
-and SIGHUP sent to the wrapper are forwarded to the group, recorded as an
-operator's stop (who: --operator; why: the signal), then the tree gets
-SIGTERM and SIGKILL as above; a second signal sends SIGKILL at once. When
-CMD ends by itself, what it left running in its tree gets SIGTERM, then
-SIGKILL after --grace. On Linux, if the wrapper itself dies (SIGKILL, OOM),
-a small guard process between it and CMD (the same executable) kills the
-whole tree, even processes that left the group; see docs/run.md for what is
-guaranteed where.
+then SIGKILL after --grace; the verdict is recorded first. SIGINT, SIGTERM,
+SIGHUP and SIGQUIT sent to the wrapper are forwarded to the group, recorded
+as an operator's stop (who: --operator; why: the signal), then the tree
+gets SIGTERM and SIGKILL as above; a second signal, more than 100 ms after
+the first, SIGKILLs the whole tree at once (copies within 100 ms count
+once). SIGINT and SIGHUP ignored by the wrapper's caller (nohup) stay
+ignored, for CMD too. When CMD ends by itself, what it left running in its
+tree gets SIGTERM, then SIGKILL after --grace. On Linux, if the wrapper
+itself dies (SIGKILL, OOM), a small guard process between it and CMD (the
+same executable) sends SIGTERM to the whole tree, even processes that left
+the group, and SIGKILL after --grace; see docs/run.md for what is
+guaranteed where, and for the differences from timeout(1).
 
 Recording: the session's events go to --log FILE (JSON Lines, the file
 store; default sessionwatchdog-SESSION.jsonl in the working directory) or to
@@ -126,7 +129,7 @@ Exit codes:
   126    CMD cannot be executed
   127    CMD not found
   128+N  stopped by the operator with signal N (130 SIGINT, 143 SIGTERM,
-         129 SIGHUP)
+         129 SIGHUP, 131 SIGQUIT)
 
 Flags (before CMD; "--" ends them):
 %s

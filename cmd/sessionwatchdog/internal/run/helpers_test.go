@@ -20,6 +20,7 @@ import (
 	"github.com/sessionwatchdog/watchdog"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/eventlog"
 	"github.com/sessionwatchdog/watchdog/cmd/sessionwatchdog/internal/run"
+	"github.com/sessionwatchdog/watchdog/reexec"
 )
 
 // asCommandEnv makes the test binary run "sessionwatchdog run" (run.Main)
@@ -31,9 +32,7 @@ const asCommandEnv = "SESSIONWATCHDOG_RUN_TEST_AS_COMMAND"
 var replayBin string
 
 func TestMain(m *testing.M) {
-	if run.IsGuard() {
-		os.Exit(run.GuardMain(os.Args[1:]))
-	}
+	reexec.Init() // the wrapper's guard (and, in the test process, unused)
 	if os.Getenv(asCommandEnv) == "1" {
 		os.Exit(run.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sessionwatchdog/watchdog"
+	"github.com/sessionwatchdog/watchdog/internal/proctree"
 	"github.com/sessionwatchdog/watchdog/lines"
 	"github.com/sessionwatchdog/watchdog/stores/file"
 	"github.com/sessionwatchdog/watchdog/stores/postgres"
@@ -34,6 +35,12 @@ const callRecords = 4096
 // stdin (passed on as is when it is a file), and its output goes to stdout
 // and stderr unchanged; the wrapper's own lines go to stderr.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	// A reader of the wrapper's own output that went away (run ... 2>&1 |
+	// head) is no reason to die: the writes fail, the run goes on and its
+	// end is recorded. A caught signal is the default again in the command.
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
 	o, code, ok := parseFlags(args, stdout, stderr)
 	if !ok {
 		return code
@@ -53,7 +60,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 var errNotExecutable = errors.New("not executable")
 
 // lookPath finds the command as a shell would, telling a command that is
-// not there from one that cannot be run.
+// not there (127) from one that cannot be run (126): a name without a slash
+// that names only a directory or a file without its execute bit on PATH
+// cannot be run, as execvp says (EACCES).
 func lookPath(name string) (string, error) {
 	p, err := exec.LookPath(name)
 	if err == nil {
@@ -71,6 +80,16 @@ func lookPath(name string) (string, error) {
 		}
 		return "", fmt.Errorf("%s: no such file", name)
 	}
+	if name != "" {
+		for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+			if dir == "" {
+				dir = "."
+			}
+			if _, serr := os.Stat(filepath.Join(dir, name)); serr == nil {
+				return "", fmt.Errorf("%s: permission denied: %w", name, errNotExecutable)
+			}
+		}
+	}
 	return "", fmt.Errorf("%s: command not found", name)
 }
 
@@ -85,6 +104,7 @@ type runner struct {
 
 	pgid      atomic.Int64 // the command's process group, once started
 	signaled  atomic.Int32 // the first signal the operator sent, 0 if none
+	firstAt   time.Time    // when it came (forwardSignals's own)
 	forwarded atomic.Bool  // the operator's signal was forwarded to the group
 	exitCode  atomic.Int32 // the command's exit status when it ended by itself, -1 before
 	finished  atomic.Bool  // stopped after the post-turn grace: done, not exited
@@ -131,8 +151,8 @@ func (r *runner) run() int {
 	defer closeW()
 
 	// Signals: from now on, the operator's stop is forwarded and recorded.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, operatorSignals()...)
 	defer signal.Stop(sigs)
 
 	s, how, err := r.open(ctx, w)
@@ -296,20 +316,23 @@ func (r *runner) supervise(ctx context.Context, w *watchdog.Watchdog, s *watchdo
 	if cause := context.Cause(ctx); cause != nil {
 		return cause
 	}
-	var ee *exec.ExitError
+	// The command's status, even when copying its output failed (the
+	// wrapper's own stdout or stderr closed: the command gets SIGPIPE as
+	// it would without the wrapper, or ends by itself).
+	ps := cmd.ProcessState
 	switch {
-	case waitErr == nil:
+	case ps == nil:
+		return waitErr
+	case ps.Success():
 		r.exitCode.Store(0)
 		return nil
-	case errors.As(waitErr, &ee):
-		code := ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+	default:
+		code := ps.ExitCode()
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			code = ExitSignalBase + int(ws.Signal())
 		}
 		r.exitCode.Store(int32(code))
 		return fmt.Errorf("%s exited with status %d", r.o.command[0], code)
-	default:
-		return waitErr
 	}
 }
 
@@ -332,11 +355,39 @@ func (r *runner) finishedNoExit(s *watchdog.Session) {
 	}
 }
 
-// forwardSignals forwards the operator's SIGINT, SIGTERM or SIGHUP to the
-// command's process group and records the operator's stop; a second signal
-// kills the group at once.
+// duplicateWindow is how long after the operator's first signal another
+// signal counts as a copy of it, not as a second signal. A supervisor that
+// signals both the wrapper's pid and its process group (as
+// watchdog.Command does) sends two copies well under a millisecond apart,
+// and one that forwards a signal and then stops its window (an outer
+// sessionwatchdog run: the operator's SIGINT, then SIGTERM from its kill)
+// a few milliseconds apart; Go tells no sender, so time tells them apart.
+// A person's second Ctrl-C comes a few hundred milliseconds after the
+// first at the quickest (a key's auto-repeat starts after 250 ms or more).
+const duplicateWindow = 100 * time.Millisecond
+
+// operatorSignals are the signals the wrapper takes as the operator's stop:
+// SIGINT, SIGTERM, SIGHUP and SIGQUIT, leaving out SIGINT and SIGHUP when
+// the wrapper's caller ignores them (nohup, a background job of a
+// non-interactive shell): they stay ignored, for the command too.
+func operatorSignals() []os.Signal {
+	out := []os.Signal{syscall.SIGTERM, syscall.SIGQUIT}
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGHUP} {
+		if !signal.Ignored(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// forwardSignals forwards the operator's SIGINT, SIGTERM, SIGHUP or SIGQUIT
+// to the command's process group and records the operator's stop; a second
+// signal (not one within duplicateWindow of the first) SIGKILLs the whole
+// tree at once.
 func (r *runner) forwardSignals(s *watchdog.Session, sigs <-chan os.Signal, stop <-chan struct{}) {
-	for n := 0; ; n++ {
+	var stopped sync.WaitGroup
+	defer stopped.Wait()
+	for n := 0; ; {
 		var sig os.Signal
 		select {
 		case <-stop:
@@ -347,19 +398,43 @@ func (r *runner) forwardSignals(s *watchdog.Session, sigs <-chan os.Signal, stop
 		if !ok {
 			continue
 		}
+		now := time.Now()
 		if n > 0 {
-			if pgid := int(r.pgid.Load()); pgid != 0 {
-				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			if now.Sub(r.firstAt) < duplicateWindow {
+				continue // a copy of the first
 			}
+			if pgid := int(r.pgid.Load()); pgid != 0 {
+				killTree(pgid)
+			}
+			r.say("%s %v after the first signal: every process of %s's tree is SIGKILLed", signalName(ss), now.Sub(r.firstAt).Round(time.Millisecond), r.o.command[0])
 			continue
 		}
+		n++
+		r.firstAt = now
 		r.signaled.Store(int32(ss))
 		r.forward()
 		why := fmt.Sprintf("%s received by sessionwatchdog run (pid %d): forwarded to the process tree", signalName(ss), os.Getpid())
-		if err := s.StopBy(r.o.operator, why); err != nil {
-			r.say("recording the operator's stop: %v", err)
-		}
+		// The stop is recorded beside this loop, which goes back at once
+		// to the signals: a copy is dated when it comes, not after the
+		// record.
+		stopped.Add(1)
+		go func() {
+			defer stopped.Done()
+			if err := s.StopBy(r.o.operator, why); err != nil {
+				r.say("recording the operator's stop: %v", err)
+			}
+		}()
 	}
+}
+
+// killTree SIGKILLs every process of process group pgid and below its
+// leader (the guard), the command's descendants in other groups and
+// sessions included.
+func killTree(pgid int) {
+	for _, p := range proctree.Tree(pgid, pgid) {
+		_ = syscall.Kill(p.Pid, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
 // forward sends the operator's signal to the command's process group, once
@@ -372,7 +447,7 @@ func (r *runner) forward() {
 	}
 }
 
-// signalName is SIGINT, SIGTERM, SIGHUP, or the signal's number.
+// signalName is SIGINT, SIGTERM, SIGHUP, SIGQUIT, or the signal's number.
 func signalName(s syscall.Signal) string {
 	switch s {
 	case syscall.SIGINT:
@@ -381,6 +456,8 @@ func signalName(s syscall.Signal) string {
 		return "SIGTERM"
 	case syscall.SIGHUP:
 		return "SIGHUP"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
 	}
 	return fmt.Sprintf("signal %d", int(s))
 }

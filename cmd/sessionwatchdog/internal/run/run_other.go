@@ -16,9 +16,3 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "sessionwatchdog run: not supported on this system (it needs Unix process groups)")
 	return ExitFailed
 }
-
-// IsGuard reports whether this process is the guard of a run: never here.
-func IsGuard() bool { return false }
-
-// GuardMain is the guard's program, on Linux only.
-func GuardMain(args []string) int { return ExitFailed }
