@@ -276,7 +276,7 @@ func TestAfterTheFirstProgressTheShorterIdleLimitAppliesAtOnce(t *testing.T) {
 	// The same on real timers, without a session.
 	synctest.Test(t, func(t *testing.T) {
 		begin := time.Now()
-		err := callWith(context.Background(), "llm", watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 30 * time.Second},
+		err := callWith(context.Background(), "llm", watchdog.CallLimits{Cap: time.Minute, Idle: time.Second, FirstProgress: 30 * time.Second}, //watchdog:unbounded on purpose: the same call without a session, on real timers
 			func(ctx context.Context) error {
 				time.Sleep(time.Second)
 				watchdog.Progress(ctx, 1)
