@@ -33,10 +33,7 @@ func counter(t *testing.T, sn watchdog.Snapshot, ch string) uint64 {
 func TestACallBegunOnOneGoroutineEndsOnAnother(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store := watchdog.NewMemoryStore()
-		w := watchdog.New(watchdog.WithStore(store), watchdog.WithCallRecords(10))
-		s, err := w.Start(ctx, "agent", time.Now(), watchdog.Policy{WallClock: time.Hour})
-		require.NoError(t, err)
+		w, s, store := agentSession(t, watchdog.Policy{WallClock: time.Hour}, watchdog.WithCallRecords(10))
 
 		begun := make(chan *watchdog.CallHandle)
 		go func() { // the tool_use event
@@ -77,13 +74,12 @@ func TestACallBegunOnOneGoroutineEndsOnAnother(t *testing.T) {
 func TestCallsInFlightRunNoGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		w := watchdog.New()
-		s, err := w.Start(ctx, "agent", time.Now(), watchdog.Policy{WallClock: time.Hour})
-		require.NoError(t, err)
+		w, s, _ := agentSession(t, watchdog.Policy{WallClock: time.Hour})
 		synctest.Wait()
 		before := runtime.NumGoroutine()
 		hs := make([]*watchdog.CallHandle, 1000)
 		for i := range hs {
+			var err error
 			hs[i], err = watchdog.Begin(s.Context(), "tool", watchdog.CallLimits{Cap: time.Minute, Idle: time.Second})
 			require.NoError(t, err)
 		}
@@ -104,10 +100,7 @@ func TestCallsInFlightRunNoGoroutine(t *testing.T) {
 func TestACallPastItsCapEndsWithTheVerdict(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store := watchdog.NewMemoryStore()
-		w := watchdog.New(watchdog.WithStore(store), watchdog.WithCallRecords(10))
-		s, err := w.Start(ctx, "agent", time.Now(), watchdog.Policy{WallClock: time.Hour})
-		require.NoError(t, err)
+		w, s, store := agentSession(t, watchdog.Policy{WallClock: time.Hour}, watchdog.WithCallRecords(10))
 		h, err := watchdog.Begin(s.Context(), "search", watchdog.CallLimits{Cap: 10 * time.Second})
 		require.NoError(t, err)
 		start := time.Now()
@@ -158,9 +151,7 @@ func TestAHandleNeverEndedIsAbandonedAfterTheGrace(t *testing.T) {
 func TestACallChoosesItsEvidenceChannel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		w := watchdog.New()
-		s, err := w.Start(ctx, "agent", time.Now(), watchdog.Policy{WallClock: time.Hour, Channels: []string{"browser"}})
-		require.NoError(t, err)
+		w, s, _ := agentSession(t, watchdog.Policy{WallClock: time.Hour, Channels: []string{"browser"}})
 		browser, err := s.Channel("browser")
 		require.NoError(t, err)
 		for _, c := range []struct {
@@ -193,10 +184,7 @@ func TestACallChoosesItsEvidenceChannel(t *testing.T) {
 func TestAVerdictListsTheOldest100CallsInFlightAndCountsThemAll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store := watchdog.NewMemoryStore()
-		w := watchdog.New(watchdog.WithStore(store))
-		s, err := w.Start(ctx, "agent", time.Now(), watchdog.Policy{WallClock: 30 * time.Second, IdleWindow: time.Second})
-		require.NoError(t, err)
+		w, s, store := agentSession(t, watchdog.Policy{WallClock: 30 * time.Second, IdleWindow: time.Second})
 		var hs []*watchdog.CallHandle
 		for i := range 150 {
 			h, err := watchdog.Begin(s.Context(), "call", watchdog.CallLimits{Cap: time.Hour})
@@ -265,4 +253,15 @@ func TestACallEndedAtItsCapHasTheVerdictAsItsContextsCause(t *testing.T) {
 			require.NoError(t, w.Close(ctx))
 		})
 	}
+}
+
+// agentSession starts session "agent" now, on a Watchdog with a memory
+// store and opts: the setup of the handle and snapshot tests.
+func agentSession(t *testing.T, p watchdog.Policy, opts ...watchdog.Option) (*watchdog.Watchdog, *watchdog.Session, *watchdog.MemoryStore) {
+	t.Helper()
+	store := watchdog.NewMemoryStore()
+	w := watchdog.New(append([]watchdog.Option{watchdog.WithStore(store)}, opts...)...)
+	s, err := w.Start(context.Background(), "agent", time.Now(), p)
+	require.NoError(t, err)
+	return w, s, store
 }

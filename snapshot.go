@@ -50,9 +50,9 @@ type Snapshot struct {
 // Snapshot reads the session's window as it is now (see Snapshot). It
 // never waits for user code or the store: it reads the Clock, then the
 // session's state under the Watchdog's lock for a time that grows with
-// the calls in flight (a pass over them, well under a millisecond for
-// 100,000), and computes the rest after releasing it. Safe for concurrent
-// use; a nil Session gives the zero Snapshot.
+// the calls in flight (two passes over them: take one per operator's
+// refresh, not per event), and computes the rest after releasing it. Safe
+// for concurrent use; a nil Session gives the zero Snapshot.
 func (s *Session) Snapshot() Snapshot {
 	if s == nil || s.w == nil {
 		return Snapshot{}
